@@ -1,0 +1,157 @@
+"""The one input check every SSD forward entry point runs before touching a kernel.
+
+It raises ``TypeError`` (wrong type or dtype) or ``ValueError`` (wrong shape, device, size or layout),
+and every message names the argument, what was expected and what came, for example::
+
+    ValueError: ssd_fwd_cutile: B has shape (2, 64, 3, 16); expected (batch, seqlen, ngroups, dstate)
+    with batch=2, seqlen=64 and ngroups dividing nheads=8 (got ngroups=3)
+
+Values are not inspected (that would synchronise the GPU, and the NaN/Inf regimes pass bad values on
+purpose): dt > 0 and A < 0 are the caller's contract, documented in DESIGN.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import NamedTuple
+
+import torch
+
+__all__ = ["SSDDims", "check_inputs", "FLOAT_DTYPES", "dtype_name"]
+
+# The dtypes x, B and C may have in a GPU kernel. The references also take float64.
+FLOAT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+
+_NAMES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32", torch.float64: "fp64"}
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """Short dtype name used in case ids and results files (``bf16``, ``fp16``, ``fp32``, ``fp64``)."""
+    return _NAMES.get(dtype, str(dtype).removeprefix("torch."))
+
+
+class SSDDims(NamedTuple):
+    batch: int
+    seqlen: int
+    nheads: int
+    headdim: int
+    ngroups: int
+    dstate: int
+
+
+def _fail(who: str, message: str, kind: type[Exception] = ValueError) -> None:
+    raise kind(f"{who}: {message}")
+
+
+def _require_tensor(who: str, name: str, value: object) -> torch.Tensor:
+    if not isinstance(value, torch.Tensor):
+        _fail(who, f"{name} must be a torch.Tensor; got {type(value).__name__}", TypeError)
+    return value
+
+
+def _require_dtype(who: str, name: str, t: torch.Tensor, allowed: Collection[torch.dtype]) -> None:
+    if t.dtype not in allowed:
+        want = ", ".join(dtype_name(d) for d in allowed)
+        _fail(who, f"{name} has dtype {dtype_name(t.dtype)}; expected one of {want}", TypeError)
+
+
+def _require_shape(who: str, name: str, t: torch.Tensor, shape: tuple[int, ...], meaning: str) -> None:
+    if tuple(t.shape) != shape:
+        _fail(who, f"{name} has shape {tuple(t.shape)}; expected {shape} = {meaning}")
+
+
+def check_inputs(
+    x: torch.Tensor,
+    dt: torch.Tensor,
+    A: torch.Tensor,
+    B: torch.Tensor,
+    C: torch.Tensor,
+    D: torch.Tensor | None = None,
+    initial_state: torch.Tensor | None = None,
+    *,
+    chunk_size: int,
+    who: str,
+    x_dtypes: Collection[torch.dtype] = FLOAT_DTYPES,
+    chunk_sizes: Collection[int] | None = None,
+    require_cuda: bool = False,
+    unit_stride_last_dim: bool = False,
+) -> SSDDims:
+    """Check the common SSD forward signature and return its dimensions.
+
+    Layout (mamba_ssm's): x (batch, seqlen, nheads, headdim); dt (batch, seqlen, nheads) fp32;
+    A (nheads,) fp32; B, C (batch, seqlen, ngroups, dstate) in x's dtype; D (nheads,) fp32 or None;
+    initial_state (batch, nheads, headdim, dstate) fp32 or None.
+
+    Args:
+        who: the entry point's name, which starts every message.
+        x_dtypes: the dtypes this implementation takes for x, B and C.
+        chunk_sizes: the chunk sizes it supports (None: any integer >= 1).
+        require_cuda: the implementation runs only on a CUDA device.
+        unit_stride_last_dim: every tensor must have stride 1 in its last dimension (kernels that
+            cannot take a general stride copy instead; this is for those that must refuse).
+    """
+    x = _require_tensor(who, "x", x)
+    if x.dim() != 4:
+        _fail(who, f"x must be 4-D (batch, seqlen, nheads, headdim); got {x.dim()}-D shape {tuple(x.shape)}")
+    batch, seqlen, nheads, headdim = x.shape
+    if min(batch, seqlen, nheads, headdim) < 1:
+        _fail(who, f"x has shape {tuple(x.shape)}; every dimension must be >= 1")
+    _require_dtype(who, "x", x, x_dtypes)
+    # dt, A, D and initial_state are fp32; an implementation that takes fp64 x takes fp64 for these too.
+    fp32_or_64 = (torch.float32, torch.float64) if torch.float64 in x_dtypes else (torch.float32,)
+
+    dt = _require_tensor(who, "dt", dt)
+    _require_shape(who, "dt", dt, (batch, seqlen, nheads), "(batch, seqlen, nheads) of x")
+    _require_dtype(who, "dt", dt, fp32_or_64)
+
+    A = _require_tensor(who, "A", A)
+    _require_shape(who, "A", A, (nheads,), "(nheads,) of x")
+    _require_dtype(who, "A", A, fp32_or_64)
+
+    B = _require_tensor(who, "B", B)
+    C = _require_tensor(who, "C", C)
+    for name, t in (("B", B), ("C", C)):
+        if t.dim() != 4:
+            _fail(who, f"{name} must be 4-D (batch, seqlen, ngroups, dstate); got {t.dim()}-D shape {tuple(t.shape)}")
+        if t.shape[0] != batch or t.shape[1] != seqlen:
+            _fail(who, f"{name} has shape {tuple(t.shape)}; expected (batch={batch}, seqlen={seqlen}, ngroups, dstate) as in x")
+    ngroups, dstate = B.shape[2], B.shape[3]
+    if ngroups < 1 or dstate < 1:
+        _fail(who, f"B has shape {tuple(B.shape)}; ngroups and dstate must be >= 1")
+    if nheads % ngroups != 0:
+        _fail(who, f"B has ngroups={ngroups}, which does not divide nheads={nheads}; expected a divisor of {nheads}")
+    _require_shape(who, "C", C, tuple(B.shape), "the shape of B")
+    for name, t in (("B", B), ("C", C)):
+        if t.dtype != x.dtype:
+            _fail(who, f"{name} has dtype {dtype_name(t.dtype)}; expected x's dtype {dtype_name(x.dtype)}", TypeError)
+
+    if D is not None:
+        D = _require_tensor(who, "D", D)
+        _require_shape(who, "D", D, (nheads,), "(nheads,) of x, or None")
+        _require_dtype(who, "D", D, fp32_or_64)
+    if initial_state is not None:
+        initial_state = _require_tensor(who, "initial_state", initial_state)
+        _require_shape(who, "initial_state", initial_state, (batch, nheads, headdim, dstate),
+                       "(batch, nheads, headdim, dstate), or None")
+        _require_dtype(who, "initial_state", initial_state, fp32_or_64)
+
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int):
+        _fail(who, f"chunk_size must be an int; got {type(chunk_size).__name__} {chunk_size!r}", TypeError)
+    if chunk_sizes is not None and chunk_size not in chunk_sizes:
+        _fail(who, f"chunk_size={chunk_size} is not supported; expected one of {sorted(chunk_sizes)}")
+    if chunk_size < 1:
+        _fail(who, f"chunk_size must be >= 1; got {chunk_size}")
+
+    named = {"x": x, "dt": dt, "A": A, "B": B, "C": C, "D": D, "initial_state": initial_state}
+    present = {k: v for k, v in named.items() if v is not None}
+    devices = {k: v.device for k, v in present.items()}
+    if len(set(devices.values())) != 1:
+        listing = ", ".join(f"{k} on {v}" for k, v in devices.items())
+        _fail(who, f"all tensors must be on one device; got {listing}")
+    if require_cuda and x.device.type != "cuda":
+        _fail(who, f"x is on {x.device}; expected a CUDA device (this implementation runs only on a GPU)")
+    if unit_stride_last_dim:
+        for k, v in present.items():
+            if v.dim() and v.stride(-1) != 1 and v.shape[-1] != 1:
+                _fail(who, f"{k} has strides {v.stride()}; expected stride 1 in its last dimension")
+    return SSDDims(batch, seqlen, nheads, headdim, ngroups, dstate)
