@@ -1,0 +1,1 @@
+"""The validation suites: registry, tolerances, comparisons, timing, provenance and results records."""
