@@ -112,9 +112,11 @@ def check_inputs(
     C = _require_tensor(who, "C", C)
     for name, t in (("B", B), ("C", C)):
         if t.dim() != 4:
-            _fail(who, f"{name} must be 4-D (batch, seqlen, ngroups, dstate); got {t.dim()}-D shape {tuple(t.shape)}")
+            _fail(who, f"{name} must be 4-D (batch, seqlen, ngroups, dstate); "
+                       f"got {t.dim()}-D shape {tuple(t.shape)}")
         if t.shape[0] != batch or t.shape[1] != seqlen:
-            _fail(who, f"{name} has shape {tuple(t.shape)}; expected (batch={batch}, seqlen={seqlen}, ngroups, dstate) as in x")
+            _fail(who, f"{name} has shape {tuple(t.shape)}; "
+                       f"expected (batch={batch}, seqlen={seqlen}, ngroups, dstate) as in x")
     ngroups, dstate = B.shape[2], B.shape[3]
     if ngroups < 1 or dstate < 1:
         _fail(who, f"B has shape {tuple(B.shape)}; ngroups and dstate must be >= 1")

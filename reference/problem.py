@@ -83,7 +83,8 @@ class ProblemSpec:
         return self.batch * self.seqlen * self.nheads * self.headdim
 
     def shape_dict(self) -> dict[str, int]:
-        return {k: getattr(self, k) for k in ("batch", "seqlen", "nheads", "headdim", "ngroups", "dstate", "chunk_size")}
+        names = ("batch", "seqlen", "nheads", "headdim", "ngroups", "dstate", "chunk_size")
+        return {k: getattr(self, k) for k in names}
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)

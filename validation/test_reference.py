@@ -1,0 +1,267 @@
+"""The float64 references: the chunked form against the recurrence, the invariants both obey, a
+case worked out by hand, and the input check's errors."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+import torch
+
+from reference import REGIMES, ProblemSpec, check_inputs, ssd_chunked, ssd_recurrent
+from validation.compare import errors
+from validation.tolerances import tolerance_for
+
+F64 = torch.float64
+
+
+def _chunked_cases() -> list[tuple[ProblemSpec, str]]:
+    """Ragged lengths around every chunk size, groups 1/2/4, with and without D and initial state."""
+    regimes = ["typical", "long_memory", "huge_decay", "bimodal_dt", "tiny_dt", "huge_dt", "dt_zero",
+               "large_initial_state", "projection_views"]
+    cases = []
+    i = 0
+    for chunk in (16, 32, 64, 128, 256):
+        for seqlen, tag in ((1, "l1_single_step"), (chunk - 1, "one_short_of_chunk"),
+                            (chunk + 1, "one_past_chunk"), (211, "l211_prime")):
+            regime = regimes[i % len(regimes)]
+            ngroups = (1, 2, 4)[i % 3]
+            cases.append((ProblemSpec(batch=2, seqlen=seqlen, nheads=4, headdim=8, ngroups=ngroups, dstate=16,
+                                      chunk_size=chunk, dtype="fp32", regime=regime, seed=i,
+                                      with_D=i % 2 == 0,
+                                      with_initial_state=regime == "large_initial_state" or i % 3 == 1),
+                          tag))
+            i += 1
+    return cases
+
+
+CHUNKED_CASES = _chunked_cases()
+
+
+def _assert_close(quantity: str, out: torch.Tensor, ref: torch.Tensor, impl: str = "reference-chunked") -> None:
+    tol = tolerance_for(impl, "fp64", "ieee", quantity)
+    e = errors(out, ref)
+    where = f"at {e.worst_index}"
+    assert e.rel_l2 <= tol.rel_l2, (
+        f"{quantity} rel_l2 {e.rel_l2:.3e} > {tol.rel_l2:.0e} (max_abs {e.max_abs:.3e} {where});"
+        f" row ({impl}, fp64, ieee, {quantity})")
+    assert e.max_abs <= tol.max_abs, (
+        f"{quantity} max_abs {e.max_abs:.3e} > {tol.max_abs:.0e} {where}; row ({impl}, fp64, ieee, {quantity})")
+
+
+@pytest.mark.parametrize("spec,tag", CHUNKED_CASES, ids=[s.case_id("reference-chunked", t) for s, t in CHUNKED_CASES])
+def test_chunked_matches_fp64_recurrence(spec: ProblemSpec, tag: str) -> None:
+    inputs = spec.make_inputs()
+    y_ref, h_ref = ssd_recurrent(*inputs.as_args())
+    y, h = ssd_chunked(*inputs.as_args(), chunk_size=spec.chunk_size)
+    assert y.dtype == F64 and h.dtype == F64
+    _assert_close("y", y, y_ref)
+    _assert_close("final_state", h, h_ref)
+
+
+@pytest.mark.slow
+def test_chunked_matches_fp64_recurrence_over_64k_tokens() -> None:
+    """65,537 tokens (64K + 1: a ragged last chunk) on the CPU, and the chunked form within a minute."""
+    spec = ProblemSpec(batch=1, seqlen=65537, nheads=2, headdim=4, ngroups=1, dstate=8, chunk_size=256,
+                       dtype="fp32", regime="long_memory", seed=7, with_initial_state=True)
+    inputs = spec.make_inputs()
+    start = time.perf_counter()
+    y, h = ssd_chunked(*inputs.as_args(), chunk_size=spec.chunk_size)
+    elapsed = time.perf_counter() - start
+    y_ref, h_ref = ssd_recurrent(*inputs.as_args())
+    _assert_close("y", y, y_ref)
+    _assert_close("final_state", h, h_ref)
+    assert elapsed < 60, f"ssd_chunked took {elapsed:.1f} s for 64K tokens; the reference must stay usable"
+
+
+# --- invariants ----------------------------------------------------------------------------------
+
+INVARIANT_SPEC = ProblemSpec(batch=2, seqlen=150, nheads=4, headdim=8, ngroups=2, dstate=16, chunk_size=32,
+                             dtype="fp64", regime="typical", seed=3, with_initial_state=True)
+REFERENCES = {"recurrent": lambda *a, chunk_size: ssd_recurrent(*a), "chunked": ssd_chunked}
+
+
+@pytest.mark.parametrize("split", [1, 31, 32, 33, 100, 149])
+@pytest.mark.parametrize("ref", sorted(REFERENCES))
+def test_splitting_the_sequence_and_carrying_the_state_changes_nothing(ref: str, split: int) -> None:
+    fn = REFERENCES[ref]
+    x, dt, A, B, C, D, h0 = INVARIANT_SPEC.make_inputs().as_args()
+    y_whole, h_whole = fn(x, dt, A, B, C, D, h0, chunk_size=32)
+    y1, h1 = fn(x[:, :split], dt[:, :split], A, B[:, :split], C[:, :split], D, h0, chunk_size=32)
+    y2, h2 = fn(x[:, split:], dt[:, split:], A, B[:, split:], C[:, split:], D, h1, chunk_size=32)
+    _assert_close("y", torch.cat([y1, y2], dim=1), y_whole)
+    _assert_close("final_state", h2, h_whole)
+
+
+@pytest.mark.parametrize("ref", sorted(REFERENCES))
+def test_dt_zero_leaves_the_state_unchanged(ref: str) -> None:
+    spec = ProblemSpec(batch=2, seqlen=70, nheads=4, headdim=8, ngroups=1, dstate=16, chunk_size=32,
+                       dtype="fp64", regime="dt_zero", seed=5, with_initial_state=True)
+    inputs = spec.make_inputs()
+    _, h = REFERENCES[ref](*inputs.as_args(), chunk_size=32)
+    assert torch.equal(h, inputs.initial_state), "final_state differs from initial_state although dt = 0"
+
+
+@pytest.mark.parametrize("ref", sorted(REFERENCES))
+def test_output_is_linear_in_x_from_a_zero_state(ref: str) -> None:
+    spec = ProblemSpec(batch=1, seqlen=90, nheads=2, headdim=4, ngroups=1, dstate=8, chunk_size=32,
+                       dtype="fp64", regime="typical", seed=11)
+    x1, dt, A, B, C, D, _ = spec.make_inputs().as_args()
+    x2 = torch.randn(x1.shape, generator=torch.Generator().manual_seed(12), dtype=F64)
+    fn = REFERENCES[ref]
+    y_mix, _ = fn(2.5 * x1 - 0.75 * x2, dt, A, B, C, D, None, chunk_size=32)
+    y1, _ = fn(x1, dt, A, B, C, D, None, chunk_size=32)
+    y2, _ = fn(x2, dt, A, B, C, D, None, chunk_size=32)
+    _assert_close("y", 2.5 * y1 - 0.75 * y2, y_mix)
+
+
+@pytest.mark.parametrize("regime", ["typical", "huge_decay", "long_memory", "bimodal_dt"])
+def test_chunked_does_not_depend_on_chunk_size(regime: str) -> None:
+    spec = ProblemSpec(batch=1, seqlen=300, nheads=2, headdim=4, ngroups=1, dstate=8, chunk_size=16,
+                       dtype="fp32", regime=regime, seed=2, with_initial_state=True)
+    args = spec.make_inputs().as_args()
+    y16, h16 = ssd_chunked(*args, chunk_size=16)
+    for chunk in (1, 7, 64, 256, 512):
+        y, h = ssd_chunked(*args, chunk_size=chunk)
+        _assert_close("y", y, y16)
+        _assert_close("final_state", h, h16)
+
+
+def test_nonfinite_input_poisons_exactly_the_documented_outputs() -> None:
+    spec = ProblemSpec(batch=2, seqlen=40, nheads=2, headdim=4, ngroups=1, dstate=8, chunk_size=16,
+                       dtype="fp32", regime="nonfinite_input", seed=1)
+    y, h = ssd_recurrent(*spec.make_inputs().as_args())
+    expected_y = torch.zeros(y.shape, dtype=torch.bool)
+    expected_y[0, 20:, 0, 0] = True
+    expected_h = torch.zeros(h.shape, dtype=torch.bool)
+    expected_h[0, 0, 0, :] = True
+    assert torch.equal(~torch.isfinite(y), expected_y), (
+        "the NaN in x[0, 20, 0, 0] did not reach exactly y[0, 20:, 0, 0]")
+    assert torch.equal(~torch.isfinite(h), expected_h), "the NaN did not reach exactly row 0 of head 0's state"
+
+
+# --- a case worked out by hand ---------------------------------------------------------------------
+
+def test_two_tokens_worked_by_hand() -> None:
+    """headdim = dstate = 1, A = -ln 2, so exp(A dt) = 2**-dt.
+
+    t=1: dt=1, x=2, B=1, C=3: h1 = 0.5*h0 + 1*2*1 = 0.5*4 + 2 = 4;   y1 = 4*3 + 0.5*2 = 13
+    t=2: dt=2, x=3, B=2, C=1: h2 = 0.25*4 + 2*3*2 = 13;              y2 = 13*1 + 0.5*3 = 14.5
+    """
+    x = torch.tensor([2.0, 3.0], dtype=F64).view(1, 2, 1, 1)
+    dt = torch.tensor([1.0, 2.0], dtype=F64).view(1, 2, 1)
+    A = torch.tensor([-math.log(2.0)], dtype=F64)
+    B = torch.tensor([1.0, 2.0], dtype=F64).view(1, 2, 1, 1)
+    C = torch.tensor([3.0, 1.0], dtype=F64).view(1, 2, 1, 1)
+    D = torch.tensor([0.5], dtype=F64)
+    h0 = torch.tensor([4.0], dtype=F64).view(1, 1, 1, 1)
+    for name, fn in REFERENCES.items():
+        y, h = fn(x, dt, A, B, C, D, h0, chunk_size=2)
+        assert torch.allclose(y.flatten(), torch.tensor([13.0, 14.5], dtype=F64), rtol=1e-15, atol=0), (
+            f"{name}: y = {y.flatten().tolist()}; by hand [13.0, 14.5]")
+        assert torch.allclose(h.flatten(), torch.tensor([13.0], dtype=F64), rtol=1e-15, atol=0), (
+            f"{name}: final_state = {h.flatten().tolist()}; by hand [13.0]")
+
+
+# --- the input model ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("regime", sorted(REGIMES))
+def test_regime_is_documented_and_reproducible(regime: str) -> None:
+    fn = REGIMES[regime]
+    assert fn.__doc__ and len(fn.__doc__.split()) >= 8, f"regime {regime} needs a docstring with its physical meaning"
+    spec = ProblemSpec(batch=1, seqlen=33, nheads=2, headdim=4, ngroups=1, dstate=8, chunk_size=16,
+                       dtype="fp32", regime=regime, seed=4, with_initial_state=True)
+    a, b = spec.make_inputs().as_args(), spec.make_inputs().as_args()
+    for name, t, u in zip(("x", "dt", "A", "B", "C", "D", "initial_state"), a, b, strict=True):
+        assert torch.equal(t.nan_to_num(), u.nan_to_num()), (
+            f"regime {regime}: {name} differs between two builds of one seed")
+    check_inputs(*a, chunk_size=16, who="test")
+
+
+def test_projection_views_are_not_contiguous_and_hold_typical_values() -> None:
+    spec = ProblemSpec(batch=2, seqlen=20, nheads=4, headdim=8, ngroups=2, dstate=16, chunk_size=16,
+                       dtype="bf16", regime="projection_views", seed=9)
+    views = spec.make_inputs()
+    plain = ProblemSpec(**{**spec.as_dict(), "regime": "typical"}).make_inputs()
+    for name in ("x", "dt", "B", "C"):
+        assert not getattr(views, name).is_contiguous(), f"{name} should be a non-contiguous view"
+        assert torch.equal(getattr(views, name), getattr(plain, name)), f"{name} values differ from typical"
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("ngroups", 3, "ngroups=3 must divide nheads=4"),
+    ("dtype", "int8", "ProblemSpec.dtype must be one of"),
+    ("regime", "calm", "ProblemSpec.regime must be one of"),
+    ("seqlen", 0, "ProblemSpec.seqlen must be an int >= 1; got 0"),
+])
+def test_problem_spec_rejects_bad_fields(field: str, value: object, message: str) -> None:
+    fields = dict(batch=1, seqlen=8, nheads=4, headdim=8, ngroups=1, dstate=8, chunk_size=16)
+    fields[field] = value
+    with pytest.raises(ValueError, match=message):
+        ProblemSpec(**fields)
+
+
+# --- the input check -----------------------------------------------------------------------------------
+
+def _good() -> dict[str, object]:
+    x, dt, A, B, C, D, h0 = ProblemSpec(batch=2, seqlen=10, nheads=4, headdim=8, ngroups=2, dstate=16,
+                                        chunk_size=16, dtype="bf16", seed=0,
+                                        with_initial_state=True).make_inputs().as_args()
+    return dict(x=x, dt=dt, A=A, B=B, C=C, D=D, initial_state=h0)
+
+
+BAD_INPUTS = [
+    # (id, change to the good inputs, extra check_inputs options, error type, words the message must hold)
+    ("x_not_a_tensor", lambda a: a.update(x=[1.0]), {}, TypeError, ["x must be a torch.Tensor", "list"]),
+    ("x_3d", lambda a: a.update(x=a["x"][0]), {}, ValueError, ["x must be 4-D", "3-D"]),
+    ("x_integer", lambda a: a.update(x=a["x"].to(torch.int32)), {}, TypeError, ["x has dtype int32", "bf16"]),
+    ("x_empty", lambda a: a.update(x=a["x"][:, :0]), {}, ValueError, ["x has shape (2, 0, 4, 8)", ">= 1"]),
+    ("dt_wrong_shape", lambda a: a.update(dt=a["dt"][:, :5]), {}, ValueError, ["dt has shape (2, 5, 4)", "(2, 10, 4)"]),
+    ("dt_bf16", lambda a: a.update(dt=a["dt"].bfloat16()), {}, TypeError, ["dt has dtype bf16", "fp32"]),
+    ("A_per_group", lambda a: a.update(A=a["A"][:2]), {}, ValueError, ["A has shape (2,)", "(4,)"]),
+    ("A_fp16", lambda a: a.update(A=a["A"].half()), {}, TypeError, ["A has dtype fp16", "fp32"]),
+    ("B_wrong_batch", lambda a: a.update(B=a["B"][:1]), {}, ValueError, ["B has shape (1, 10, 2, 16)", "batch=2"]),
+    ("B_3d", lambda a: a.update(B=a["B"][0]), {}, ValueError, ["B must be 4-D", "3-D"]),
+    ("ngroups_not_dividing", lambda a: a.update(B=torch.zeros(2, 10, 3, 16, dtype=torch.bfloat16),
+                                                C=torch.zeros(2, 10, 3, 16, dtype=torch.bfloat16)),
+     {}, ValueError, ["ngroups=3", "does not divide nheads=4"]),
+    ("C_other_dstate", lambda a: a.update(C=a["C"][..., :8]), {}, ValueError, ["C has shape (2, 10, 2, 8)", "B"]),
+    ("C_dtype_differs", lambda a: a.update(C=a["C"].float()), {}, TypeError, ["C has dtype fp32", "x's dtype bf16"]),
+    ("D_per_channel", lambda a: a.update(D=torch.zeros(4, 8)), {}, ValueError, ["D has shape (4, 8)", "(4,)"]),
+    ("D_fp64", lambda a: a.update(D=a["D"].double()), {}, TypeError, ["D has dtype fp64", "fp32"]),
+    ("initial_state_transposed", lambda a: a.update(initial_state=a["initial_state"].transpose(-1, -2)), {},
+     ValueError, ["initial_state has shape (2, 4, 16, 8)", "(2, 4, 8, 16)"]),
+    ("initial_state_bf16", lambda a: a.update(initial_state=a["initial_state"].bfloat16()), {},
+     TypeError, ["initial_state has dtype bf16", "fp32"]),
+    ("chunk_size_zero", lambda a: None, {"chunk_size": 0}, ValueError, ["chunk_size must be >= 1; got 0"]),
+    ("chunk_size_float", lambda a: None, {"chunk_size": 64.0}, TypeError, ["chunk_size must be an int", "float"]),
+    ("chunk_size_bool", lambda a: None, {"chunk_size": True}, TypeError, ["chunk_size must be an int", "bool"]),
+    ("chunk_size_unsupported", lambda a: None, {"chunk_size": 96, "chunk_sizes": (64, 128, 256)},
+     ValueError, ["chunk_size=96 is not supported", "[64, 128, 256]"]),
+    ("mixed_devices", lambda a: a.update(D=a["D"].to("meta")), {}, ValueError, ["one device", "D on meta"]),
+    ("cpu_for_a_gpu_kernel", lambda a: None, {"require_cuda": True}, ValueError, ["x is on cpu", "CUDA"]),
+    ("last_dim_strided", lambda a: a.update(x=a["x"].transpose(-1, -2).contiguous().transpose(-1, -2)),
+     {"unit_stride_last_dim": True}, ValueError, ["x has strides", "stride 1 in its last dimension"]),
+]
+
+
+@pytest.mark.parametrize("change,options,error,words", [c[1:] for c in BAD_INPUTS], ids=[c[0] for c in BAD_INPUTS])
+def test_bad_input_gets_a_clear_error(change, options, error, words) -> None:
+    args = _good()
+    change(args)
+    kwargs = {"chunk_size": 16, "who": "ssd_fwd_test", **options}
+    with pytest.raises(error) as info:
+        check_inputs(**args, **kwargs)
+    message = str(info.value)
+    assert message.startswith("ssd_fwd_test: "), f"message does not name the entry point: {message!r}"
+    for word in words:
+        assert word in message, f"message {message!r} lacks {word!r}"
+
+
+@pytest.mark.parametrize("fn", [ssd_recurrent, ssd_chunked], ids=["recurrent", "chunked"])
+def test_references_run_the_input_check(fn) -> None:
+    args = _good()
+    args["dt"] = args["dt"][:, :3]
+    with pytest.raises(ValueError, match=r"dt has shape \(2, 3, 4\)"):
+        fn(**args)
