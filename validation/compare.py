@@ -22,9 +22,17 @@ class Errors:
     worst_index: tuple[int, ...]
     nonfinite: int
     nonfinite_ref: int
+    peak: float  # max |ref| over its finite elements: the scale max_abs is judged against
+
+    @property
+    def max_abs_over_peak(self) -> float:
+        if self.peak > 0:
+            return self.max_abs / self.peak
+        return 0.0 if self.max_abs == 0 else float("inf")
 
     def as_dict(self, prefix: str) -> dict[str, object]:
         d = asdict(self)
+        d["max_abs_over_peak"] = self.max_abs_over_peak
         return {f"{prefix}_{k}": v for k, v in d.items()}
 
 
@@ -51,4 +59,5 @@ def errors(out: torch.Tensor, ref: torch.Tensor) -> Errors:
         worst_index=worst,
         nonfinite=int((~torch.isfinite(out64)).sum().item()),
         nonfinite_ref=int((~ref_finite).sum().item()),
+        peak=torch.where(ref_finite, ref.abs(), 0.0).max().item() if ref.numel() else 0.0,
     )

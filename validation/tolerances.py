@@ -9,6 +9,11 @@ max-abs error against the float64 oracle, and its reason gives (1) the unit roun
 compute and storage dtypes, (2) the expected growth, and (3) the measured worst case, the safety
 factor, and the date and commit of that measurement.
 
+``rel_l2`` bounds ||out - ref||_2 / ||ref||_2. ``max_abs`` bounds max|out - ref| / max|ref|: the
+largest element error in units of the output's peak magnitude, so one bound holds whatever the
+scale of a regime's outputs while a local blow-up still shows (both are over the elements where the
+oracle is finite; a non-finite output where the oracle is finite is an infinite error).
+
 A missing key is an error (``KeyError`` naming the key), never a default.
 """
 
@@ -32,12 +37,12 @@ class Tolerance:
 TOLERANCES: dict[tuple[str, str, str, str], Tolerance] = {
     # --- reference-chunked: float64 throughout, against the float64 recurrence.
     ("reference-chunked", "fp64", "ieee", "y"): Tolerance(
-        rel_l2=1e-12, max_abs=1e-9,
+        rel_l2=1e-12, max_abs=1e-12,
         reason="fp64 u=1.1e-16; growth: sums over chunk_size<=256 terms and seqlen/chunk_size carried states,"
                " exp of segment sums; measured worst 4.1e-15 rel (tiny_dt, 200 tokens) on 2026-11-30 at ce55c68;"
                " bound is the issue's 1e-12 (250x margin)"),
     ("reference-chunked", "fp64", "ieee", "final_state"): Tolerance(
-        rel_l2=1e-12, max_abs=1e-9,
+        rel_l2=1e-12, max_abs=1e-12,
         reason="fp64 u=1.1e-16; growth as for y; measured worst 7.1e-15 rel (tiny_dt) on 2026-11-30 at"
                " ce55c68; bound is the issue's 1e-12 (140x margin)"),
 }

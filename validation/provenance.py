@@ -1,0 +1,102 @@
+"""Environment and provenance for every results file (DESIGN.md, "Environment and provenance").
+
+A field that cannot be read is ``None`` and ``null_reasons[field]`` says why; nothing is "unknown".
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tomllib
+from datetime import UTC, datetime
+from pathlib import Path
+
+__all__ = ["ROOT", "environment", "now_iso", "suite_version"]
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Environment variables that change numerics or what runs; recorded when set.
+NUMERICS_ENV = ("TRITON_INTERPRET", "MAMBA_DETERMINISTIC", "CUDA_VISIBLE_DEVICES", "CUDA_HOME",
+                "NVIDIA_DISABLE_REQUIRE", "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "CUDA_LAUNCH_BLOCKING")
+PACKAGES = {"torch": "torch", "triton": "triton", "cuda_tile": "cuda-tile", "tileiras": "nvidia-cuda-tileiras",
+            "mamba_ssm": "mamba-ssm", "tilegym": "tilegym", "numpy": "numpy", "cuda_bindings": "cuda-bindings"}
+SMI_FIELDS = {"gpu_uuid": "uuid", "sm_clock_max_mhz": "clocks.max.sm", "mem_clock_max_mhz": "clocks.max.mem",
+              "sm_clock_mhz": "clocks.sm", "power_limit_w": "power.limit", "persistence_mode": "persistence_mode",
+              "mig_mode": "mig.mode.current", "driver": "driver_version"}
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def suite_version() -> str:
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        return tomllib.load(f)["project"]["version"]
+
+
+def _run(cmd: list[str]) -> tuple[str | None, str | None]:
+    """(stdout, None) or (None, reason)."""
+    if shutil.which(cmd[0]) is None:
+        return None, f"{cmd[0]} not found on PATH"
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=30, cwd=ROOT, check=False)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return None, f"{' '.join(cmd)}: {err}"
+    if done.returncode != 0:
+        return None, f"{' '.join(cmd)} exited {done.returncode}: {done.stderr.strip()[:200]}"
+    return done.stdout.strip(), None
+
+
+def environment(seeds: list[int] | None = None) -> dict[str, object]:
+    """Everything a reader needs to know where and with what a result was obtained."""
+    env: dict[str, object] = {}
+    reasons: dict[str, str] = {}
+
+    def put(key: str, value: object, reason: str | None = None) -> None:
+        env[key] = value
+        if value is None:
+            reasons[key] = reason or "not readable"
+
+    put("suite_version", suite_version())
+    commit, why = _run(["git", "rev-parse", "HEAD"])
+    put("git_commit", commit, why)
+    status, why = _run(["git", "status", "--porcelain", "--untracked-files=no"])
+    put("git_dirty", None if status is None else bool(status), why)
+    put("container_image", os.environ.get("SSD_IMAGE"), "not in the suite's container (SSD_IMAGE unset)")
+    put("base_image_digest", os.environ.get("SSD_BASE_DIGEST"), "not in the suite's container (SSD_BASE_DIGEST unset)")
+    put("python", platform.python_version())
+    put("platform", platform.platform())
+    for key, dist in PACKAGES.items():
+        try:
+            put(key, importlib.metadata.version(dist))
+        except importlib.metadata.PackageNotFoundError:
+            put(key, None, f"package {dist} is not installed")
+
+    import torch
+
+    put("cuda_runtime", torch.version.cuda, "torch is a CPU build (torch.version.cuda is None)")
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        put("gpu_name", props.name)
+        put("compute_capability", f"{props.major}.{props.minor}")
+        put("sm_count", props.multi_processor_count)
+        put("gpu_memory_gib", round(props.total_memory / 2**30, 1))
+        query = ",".join(SMI_FIELDS.values())
+        out, why = _run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits", "-i", "0"])
+        values = [v.strip() for v in out.split(",")] if out else [None] * len(SMI_FIELDS)
+        for key, value in zip(SMI_FIELDS, values, strict=True):
+            put(key, value, why)
+    else:
+        no_gpu = "no CUDA device (torch.cuda.is_available() is False)"
+        for key in ("gpu_name", "compute_capability", "sm_count", "gpu_memory_gib", *SMI_FIELDS):
+            put(key, None, no_gpu)
+    put("env", {k: os.environ[k] for k in NUMERICS_ENV if k in os.environ})
+    put("tf32_matmul", torch.backends.cuda.matmul.allow_tf32)
+    put("command", " ".join([sys.executable, *sys.argv]))
+    put("seeds", seeds, "no seeded inputs in this run")
+    env["null_reasons"] = reasons
+    return env

@@ -1,0 +1,105 @@
+"""Results files per the contract in DESIGN.md: one JSON per suite run, written atomically, never clobbered.
+
+Where: ``$SSD_RUN_DIR/raw/<suite>.json`` when the variable is set (``nox -s validate`` sets one run
+directory for all its suites), else ``reports/<suite_version>/<run_id>/raw/<suite>.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+
+from validation.provenance import ROOT, environment, now_iso, suite_version
+
+__all__ = ["SCHEMA_VERSION", "STATUSES", "ResultsFile", "run_dir", "write_json_atomic"]
+
+SCHEMA_VERSION = 1
+SUITES = ("correctness", "stability", "benchmark", "compile", "reference")
+STATUSES = ("pass", "fail", "unsupported", "crashed", "not-run")
+
+
+def run_dir() -> Path:
+    if os.environ.get("SSD_RUN_DIR"):
+        return Path(os.environ["SSD_RUN_DIR"])
+    run_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    return ROOT / "reports" / suite_version() / run_id
+
+
+def _jsonable(value: object) -> object:
+    """JSON has no NaN or Inf: write them as the strings "nan", "inf", "-inf"."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def write_json_atomic(path: Path, payload: object, *, overwrite: bool = False) -> Path:
+    """Write ``payload`` to ``path`` in one step: a reader sees the old file or the whole new one.
+
+    Without ``overwrite`` an existing file is never replaced (``FileExistsError``).
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(_jsonable(payload), f, indent=1, sort_keys=False, allow_nan=False)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        if overwrite:
+            os.replace(tmp, path)
+        else:
+            try:
+                os.link(tmp, path)  # fails if path exists: no clobbering, still atomic
+            except FileExistsError:
+                raise FileExistsError(f"{path} exists; results are never overwritten") from None
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+class ResultsFile:
+    """Collects the cases of one suite run and writes them as ``<run_dir>/raw/<suite>.json``."""
+
+    def __init__(self, suite: str, directory: Path | None = None) -> None:
+        if suite not in SUITES:
+            raise ValueError(f"suite must be one of {SUITES}; got {suite!r}")
+        self.suite = suite
+        self.directory = directory or run_dir()
+        self.created = now_iso()
+        self.cases: list[dict[str, object]] = []
+
+    def add(self, case: dict[str, object]) -> None:
+        for key in ("id", "impl", "status"):
+            if key not in case:
+                raise ValueError(f"a case needs {key!r}; got keys {sorted(case)}")
+        if case["status"] not in STATUSES:
+            raise ValueError(f"case status must be one of {STATUSES}; got {case['status']!r}")
+        if case["status"] != "pass" and not case.get("reason"):
+            raise ValueError(f"case {case['id']}: status {case['status']!r} needs a reason")
+        self.cases.append(case)
+
+    def summary(self) -> dict[str, int]:
+        return {s: sum(c["status"] == s for c in self.cases) for s in STATUSES}
+
+    def write(self) -> Path:
+        seeds = sorted({c["seed"] for c in self.cases if isinstance(c.get("seed"), int)})
+        payload = {
+            "schema_version": SCHEMA_VERSION,
+            "suite": self.suite,
+            "suite_version": suite_version(),
+            "created": self.created,
+            "finished": now_iso(),
+            "environment": environment(seeds or None),
+            "summary": self.summary(),
+            "cases": self.cases,
+        }
+        return write_json_atomic(self.directory / "raw" / f"{self.suite}.json", payload)
