@@ -1,0 +1,1 @@
+"""SSD forward implementations: ours in cuTile, and adapters over the published baselines."""

@@ -1,0 +1,106 @@
+"""``ssd_fwd_triton``: the common SSD forward signature over mamba_ssm's ``mamba_chunk_scan_combined``.
+
+The baseline the post measured against is mamba_ssm 2.3.2.post1's Triton path; this module only adapts
+arguments and never copies a kernel. mamba_ssm is imported on the first call, so importing this module
+is cheap and works on a machine without triton or mamba_ssm.
+
+mamba_ssm's package ``__init__`` imports its CUDA extension (``selective_scan_cuda``), which a CPU or
+``MAMBA_SKIP_CUDA_BUILD`` install does not build. The Triton SSD ops need none of it, so the loader
+registers a bare package object for ``mamba_ssm`` (``__path__`` = the installed directory) and imports
+``mamba_ssm.ops.triton.ssd_combined`` below it. In 2.3.2.post1 the ``__init__`` of ``mamba_ssm.ops``,
+``mamba_ssm.ops.triton`` and ``mamba_ssm.utils`` are empty, so they import normally.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.metadata
+import importlib.util
+import sys
+import types
+from collections.abc import Callable
+
+import torch
+
+from reference.checks import check_inputs
+
+__all__ = ["MAMBA_SSM_PIN", "mamba_ssm_version", "ssd_fwd_triton"]
+
+MAMBA_SSM_PIN = "2.3.2.post1"
+_INSTALL = (f"MAMBA_SKIP_CUDA_BUILD=TRUE MAMBA_FORCE_BUILD=TRUE "
+            f"pip install --no-deps --no-build-isolation mamba-ssm=={MAMBA_SSM_PIN}")
+
+
+def mamba_ssm_version() -> str:
+    """The installed mamba_ssm version (distribution metadata; imports nothing). ImportError if absent."""
+    try:
+        return importlib.metadata.version("mamba-ssm")
+    except importlib.metadata.PackageNotFoundError:
+        raise ImportError(f"mamba_ssm is not installed; the Triton baseline needs it: {_INSTALL}") from None
+
+
+@functools.cache
+def _mamba_chunk_scan_combined() -> tuple[Callable[..., tuple[torch.Tensor, torch.Tensor]], bool]:
+    """Import ``mamba_ssm.ops.triton.ssd_combined`` without running ``mamba_ssm/__init__.py``.
+
+    Returns the function and whether its kernels run in the interpreter (``triton.jit`` chose that
+    when the module was imported, from ``TRITON_INTERPRET``).
+    """
+    if "mamba_ssm" not in sys.modules:
+        spec = importlib.util.find_spec("mamba_ssm")  # locates the package; executes nothing
+        if spec is None or spec.submodule_search_locations is None:
+            raise ImportError(f"ssd_fwd_triton needs mamba_ssm {MAMBA_SSM_PIN}; install it with: {_INSTALL}")
+        package = types.ModuleType("mamba_ssm", "mamba_ssm without its __init__ (Triton ops only)")
+        package.__path__ = list(spec.submodule_search_locations)
+        package.__spec__ = spec
+        sys.modules["mamba_ssm"] = package
+    ssd_combined = importlib.import_module("mamba_ssm.ops.triton.ssd_combined")
+    from triton.runtime.interpreter import InterpretedFunction
+
+    chunk_scan = importlib.import_module("mamba_ssm.ops.triton.ssd_chunk_scan")
+    interpreted = isinstance(chunk_scan._chunk_scan_fwd_kernel.fn, InterpretedFunction)
+    return ssd_combined.mamba_chunk_scan_combined, interpreted
+
+
+def ssd_fwd_triton(
+    x: torch.Tensor,
+    dt: torch.Tensor,
+    A: torch.Tensor,
+    B: torch.Tensor,
+    C: torch.Tensor,
+    D: torch.Tensor | None = None,
+    initial_state: torch.Tensor | None = None,
+    chunk_size: int = 256,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The SSD forward by mamba_ssm's Triton kernels (five launches: chunk cumsum, chunk state, state
+    passing, C·Bᵀ per chunk, chunk scan).
+
+    Shapes as in ``reference.check_inputs``: x (batch, seqlen, nheads, headdim) bf16/fp16/fp32;
+    dt (batch, seqlen, nheads) fp32, used as given (no dt_bias, no softplus; mamba_ssm's default
+    dt_limit (0, inf) only clamps negative dt, which the contract excludes); A (nheads,) fp32;
+    B, C (batch, seqlen, ngroups, dstate) in x's dtype; D (nheads,) fp32 or None; initial_state
+    (batch, nheads, headdim, dstate) fp32 or None. Any chunk_size >= 1: mamba_ssm masks the tail
+    chunk and pads its blocks to powers of two (1, 8, 16, 24, 32 and 48 checked in the interpreter).
+
+    Returns ``(y, final_state)``: y in x's dtype and shape, final_state (batch, nheads, headdim,
+    dstate) fp32 (mamba_ssm allocates it fp32 whatever the input dtype).
+
+    Any strides are taken: mamba_ssm copies B, C and D when their last stride is not 1 and x when
+    neither its last nor its seqlen stride is 1, and passes every other stride to its kernels (the
+    ``projection_views`` regime checked in the interpreter). Tensors must be on a CUDA device, or on
+    the CPU under ``TRITON_INTERPRET=1`` set before triton and mamba_ssm are imported (ValueError
+    otherwise).
+
+    The baseline's own limits pass through on purpose, so the suites measure what the post measured:
+    its kernels index with int32 offsets (mamba_ssm issue 1015, unfixed in 2.3.2.post1), which may
+    corrupt tensors past 2**31 elements; the stability suite, not this adapter, gives that verdict.
+    """
+    check_inputs(x, dt, A, B, C, D, initial_state, chunk_size=chunk_size, who="ssd_fwd_triton")
+    mamba_chunk_scan_combined, interpreted = _mamba_chunk_scan_combined()
+    if x.device.type != "cuda" and not interpreted:
+        raise ValueError(f"ssd_fwd_triton: x is on {x.device}; expected a CUDA device, or TRITON_INTERPRET=1 "
+                         "in the environment before triton and mamba_ssm were imported")
+    y, final_state = mamba_chunk_scan_combined(
+        x, dt, A, B, C, chunk_size, D=D, initial_states=initial_state, return_final_states=True)
+    return y, final_state
