@@ -1,0 +1,104 @@
+"""Kernel time from CUPTI (torch.profiler) with an L2 flush before every rep, and wall time from CUDA events.
+
+Kernel time of one rep is the sum of the durations of every GPU activity the call launched (kernels,
+memsets, device copies). Reps are told apart by the flush between them: a ``bitwise_not_`` over a
+buffer larger than L2, which no SSD forward launches. The flush and the synchronisation happen
+outside the measured region. A rep with zero measured GPU time is an error, never a number.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+__all__ = ["Samples", "cupti_kernel_us", "first_call_s", "wall_us"]
+
+_FLUSH_MARK = "bitwise_not"
+_FLUSH_BYTES = 512 * 2**20  # larger than any current GPU's L2 (H200: 60 MB, B300: 126 MB)
+
+
+@dataclass(frozen=True)
+class Samples:
+    """Every sample, and the statistics the report shows."""
+
+    samples: list[float]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+    def _quantile(self, q: float) -> float:
+        s = sorted(self.samples)
+        pos = q * (len(s) - 1)
+        lo, hi = int(pos), min(int(pos) + 1, len(s) - 1)
+        return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+    def as_dict(self) -> dict[str, object]:
+        mean = statistics.fmean(self.samples)
+        rel_std = statistics.pstdev(self.samples) / mean if mean > 0 else float("inf")
+        return {"median": self.median, "p10": self._quantile(0.1), "p90": self._quantile(0.9),
+                "rel_std": rel_std, "reps": len(self.samples), "samples": list(self.samples)}
+
+
+def _flush_buffer(device: torch.device) -> torch.Tensor:
+    return torch.empty(_FLUSH_BYTES // 4, dtype=torch.int32, device=device)
+
+
+def cupti_kernel_us(fn: Callable[[], object], *, reps: int, device: torch.device) -> Samples:
+    """Run ``fn`` ``reps`` times under torch.profiler, flushing L2 before each; per-rep GPU time in µs."""
+    from torch.profiler import ProfilerActivity, profile
+
+    flush = _flush_buffer(device)
+    torch.cuda.synchronize(device)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            flush.bitwise_not_()
+            torch.cuda.synchronize(device)
+            fn()
+        flush.bitwise_not_()
+        torch.cuda.synchronize(device)
+    gpu = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    gpu.sort(key=lambda e: e.time_range.start)
+    per_rep: list[float] = []
+    current: float | None = None
+    for event in gpu:
+        if _FLUSH_MARK in event.name:
+            if current is not None:
+                per_rep.append(current)
+            current = 0.0
+        elif current is not None:
+            current += event.time_range.end - event.time_range.start
+    if len(per_rep) != reps:
+        raise RuntimeError(f"CUPTI saw {len(per_rep)} reps between flushes; expected {reps}")
+    if any(t <= 0 for t in per_rep):
+        raise RuntimeError(f"a rep measured zero GPU time ({per_rep}): the call launched nothing CUPTI saw")
+    return Samples(per_rep)
+
+
+def wall_us(fn: Callable[[], object], *, reps: int, device: torch.device) -> Samples:
+    """CUDA events around the Python call (host overhead included), L2 flushed before each rep."""
+    flush = _flush_buffer(device)
+    out = []
+    for _ in range(reps):
+        flush.bitwise_not_()
+        torch.cuda.synchronize(device)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        out.append(start.elapsed_time(end) * 1e3)
+    return Samples(out)
+
+
+def first_call_s(fn: Callable[[], object], device: torch.device) -> float:
+    """Seconds of the first call (compilation and autotune included), synchronised."""
+    torch.cuda.synchronize(device)
+    start = time.perf_counter()
+    fn()
+    torch.cuda.synchronize(device)
+    return time.perf_counter() - start
