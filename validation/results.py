@@ -90,7 +90,8 @@ class ResultsFile:
     def summary(self) -> dict[str, int]:
         return {s: sum(c["status"] == s for c in self.cases) for s in STATUSES}
 
-    def write(self) -> Path:
+    def write(self, **extra: object) -> Path:
+        """Write the file; ``extra`` adds suite-specific top-level fields (e.g. the benchmark's ceilings)."""
         seeds = sorted({c["seed"] for c in self.cases if isinstance(c.get("seed"), int)})
         payload = {
             "schema_version": SCHEMA_VERSION,
@@ -100,6 +101,7 @@ class ResultsFile:
             "finished": now_iso(),
             "environment": environment(seeds or None),
             "summary": self.summary(),
+            **extra,
             "cases": self.cases,
         }
         return write_json_atomic(self.directory / "raw" / f"{self.suite}.json", payload)

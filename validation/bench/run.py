@@ -1,0 +1,160 @@
+"""The benchmark: the post's sweep for every implementation, gated on float64, timed with CUPTI.
+
+    python -m validation.bench.run                          # the full sweep, all implementations
+    python -m validation.bench.run --impl cutile triton --seqlen 16384 --dstate 128
+
+For each point (batch 4, 8 heads, headdim 64, 1 group, chunk 128, bf16 inputs, fp32 state, typical
+regime, seed 0): the float64 chunked reference once; then per implementation its first call (compile
+and autotune, timed apart), the correctness gate on those exact inputs against float64 with the
+tolerance table (a red gate records the failure and no time), a warm-up, CUPTI kernel time with an
+L2 flush before every rep, and CUDA-event wall time. The device's copy bandwidth and bf16 matmul rate
+are measured in the same run, so every time is also a fraction of the analytic floor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import torch
+
+from reference import ProblemSpec, ssd_chunked
+from validation.bench.flops import cost, floor_us
+from validation.bench.published import PUBLISHED_B300
+from validation.bench.timing import cupti_kernel_us, first_call_s, wall_us
+from validation.gpu import HAS_CUDA, NO_CUDA_REASON, judge
+from validation.registry import IMPLS
+from validation.results import ResultsFile
+
+SEQLENS = tuple(2**k for k in range(10, 19))        # 1K .. 256K
+DSTATES = (64, 128, 256, 512)
+HEADLINE = (16384, 128)
+POINT = dict(batch=4, nheads=8, headdim=64, ngroups=1, chunk_size=128, dtype="bf16", regime="typical", seed=0)
+WARMUP_S = 0.2
+
+
+def _progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def measure_ceilings(device: torch.device) -> dict[str, float]:
+    """Device-to-device copy bandwidth (GB/s, read + write) and bf16 matmul rate (TFLOP/s), best of 10."""
+    n = 1 << 30
+    src, dst = torch.empty(n, dtype=torch.uint8, device=device), torch.empty(n, dtype=torch.uint8, device=device)
+    a = torch.randn(8192, 8192, device=device, dtype=torch.bfloat16)
+    b = torch.randn(8192, 8192, device=device, dtype=torch.bfloat16)
+
+    def best_ms(fn) -> float:
+        fn()
+        times = []
+        for _ in range(10):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+        return min(times)
+
+    copy_ms = best_ms(lambda: dst.copy_(src))
+    mm_ms = best_ms(lambda: a @ b)
+    return {"copy_bandwidth_gbs": 2 * n / (copy_ms * 1e6), "bf16_matmul_tflops": 2 * 8192**3 / (mm_ms * 1e9)}
+
+
+def _warm(fn, seconds: float) -> None:
+    torch.cuda.synchronize()
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        fn()
+    torch.cuda.synchronize()
+
+
+def bench_point(spec: ProblemSpec, impls: list[str], ceilings: dict[str, float], reps: int) -> list[dict]:
+    device = torch.device("cuda")
+    inputs = spec.make_inputs(device)
+    y_ref, state_ref = ssd_chunked(*inputs.as_args(), chunk_size=64)  # chunk 64: fewer fp64 FLOPs in C·Bᵀ
+    c = cost(**spec.shape_dict(), dtype=spec.dtype, with_D=spec.with_D, with_initial_state=spec.with_initial_state)
+    floors = {"floor_us": floor_us(c, bandwidth_gbs=ceilings["copy_bandwidth_gbs"],
+                                   tflops=ceilings["bf16_matmul_tflops"]),
+              "floor_with_states_us": floor_us(c, bandwidth_gbs=ceilings["copy_bandwidth_gbs"],
+                                               tflops=ceilings["bf16_matmul_tflops"], with_chunk_states=True)}
+    records = []
+    for name in impls:
+        impl = IMPLS[name]
+        record = {"id": spec.case_id(name), "impl": name, "shape": spec.shape_dict(), "dtype": spec.dtype,
+                  "regime": spec.regime, "seed": spec.seed, "matmul": impl.matmul[spec.dtype], **floors,
+                  "bytes": c.bytes, "chunk_state_bytes": c.chunk_state_bytes, "flops": c.flops}
+        reason = impl.unsupported_reason(spec)
+        if reason:
+            records.append({**record, "status": "unsupported", "reason": reason})
+            continue
+        fn = impl.load()
+        args = inputs.as_args()
+        out: dict[str, object] = {}
+
+        def call(fn=fn, args=args, out=out) -> None:
+            out["y"], out["state"] = fn(*args, chunk_size=spec.chunk_size)
+
+        record["compile_s"] = first_call_s(call, device)
+        verdict = judge(name, spec.dtype, impl.matmul[spec.dtype], out["y"], out["state"], y_ref, state_ref)
+        record.update(verdict.record())
+        failures = verdict.failures()
+        if failures:
+            records.append({**record, "status": "fail", "reason": "correctness gate: " + "; ".join(failures)})
+            continue
+        out.clear()
+        _warm(call, WARMUP_S)
+        kernel = cupti_kernel_us(call, reps=reps, device=device)
+        wall = wall_us(call, reps=reps, device=device)
+        record.update(status="pass", kernel_us=kernel.as_dict(), wall_us=wall.as_dict(),
+                      floor_fraction=floors["floor_us"] / kernel.median)
+        records.append(record)
+    return records
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--impl", nargs="+", default=["cutile", "triton", "tilegym"], choices=sorted(IMPLS))
+    parser.add_argument("--seqlen", nargs="+", type=int, default=list(SEQLENS))
+    parser.add_argument("--dstate", nargs="+", type=int, default=list(DSTATES))
+    parser.add_argument("--reps", type=int, default=30)
+    parser.add_argument("--tilegym-autotune", action="store_true",
+                        help="let TileGym run its exhaustive autotune (about 5 minutes per new shape)")
+    args = parser.parse_args(argv)
+    if not args.tilegym_autotune:
+        os.environ["TILEGYM_DISABLE_AUTOTUNE"] = "1"
+    points = sorted({(seqlen, dstate) for seqlen in args.seqlen for dstate in args.dstate})
+    specs = [ProblemSpec(seqlen=seqlen, dstate=dstate, **POINT) for seqlen, dstate in points]
+    results = ResultsFile("benchmark")
+    extra = {"published": PUBLISHED_B300, "headline": dict(zip(("seqlen", "dstate"), HEADLINE, strict=True)),
+             "tilegym_tuning": ("exhaustive autotune per shape (TileGym's own)" if args.tilegym_autotune else
+                                "autotune disabled (TILEGYM_DISABLE_AUTOTUNE=1): TileGym's first config per shape")}
+    if not HAS_CUDA:
+        _progress(f"benchmark: {NO_CUDA_REASON}. It needs a GPU; nothing was measured.")
+        for spec in specs:
+            for name in args.impl:
+                results.add({"id": spec.case_id(name), "impl": name, "shape": spec.shape_dict(),
+                             "dtype": spec.dtype, "regime": spec.regime, "status": "not-run", "reason": NO_CUDA_REASON})
+        _progress(f"benchmark: wrote {results.write(**extra)}")
+        return 0
+    ceilings = measure_ceilings(torch.device("cuda"))
+    _progress(f"benchmark: copy {ceilings['copy_bandwidth_gbs']:.0f} GB/s, bf16 matmul "
+              f"{ceilings['bf16_matmul_tflops']:.0f} TFLOP/s; {len(specs)} points x {len(args.impl)} implementations")
+    start = time.perf_counter()
+    for i, spec in enumerate(specs, 1):
+        for record in bench_point(spec, args.impl, ceilings, args.reps):
+            results.add(record)
+            shown = (f"{record['kernel_us']['median']:9.1f} us kernel, {record['wall_us']['median']:9.1f} us wall"
+                     if record["status"] == "pass" else f"{record['status']}: {record.get('reason', '')[:120]}")
+            _progress(f"[{i}/{len(specs)} {time.perf_counter() - start:6.0f}s] l={spec.seqlen:<7} n={spec.dstate:<4}"
+                      f" {record['impl']:<8} {shown}")
+        torch.cuda.empty_cache()
+    path = results.write(ceilings=ceilings, **extra)
+    _progress(f"benchmark: wrote {path} {results.summary()}")
+    return 1 if results.summary()["fail"] or results.summary()["crashed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
