@@ -63,9 +63,13 @@ def environment(seeds: list[int] | None = None) -> dict[str, object]:
 
     put("suite_version", suite_version())
     commit, why = _run(["git", "rev-parse", "HEAD"])
+    if commit is None and os.environ.get("SSD_GIT_COMMIT"):  # the container has no .git; its build says
+        commit, why = os.environ["SSD_GIT_COMMIT"], None
+        put("git_dirty", None, "built into the container from a checkout at SSD_GIT_COMMIT; no .git to ask")
+    else:
+        status, why_dirty = _run(["git", "status", "--porcelain", "--untracked-files=no"])
+        put("git_dirty", None if status is None else bool(status), why_dirty)
     put("git_commit", commit, why)
-    status, why = _run(["git", "status", "--porcelain", "--untracked-files=no"])
-    put("git_dirty", None if status is None else bool(status), why)
     put("container_image", os.environ.get("SSD_IMAGE"), "not in the suite's container (SSD_IMAGE unset)")
     put("base_image_digest", os.environ.get("SSD_BASE_DIGEST"), "not in the suite's container (SSD_BASE_DIGEST unset)")
     put("python", platform.python_version())
