@@ -1,0 +1,117 @@
+"""Compare two runs and flag what changed by more than the measured noise.
+
+    python -m reports.compare RUN_A RUN_B [--overwrite]
+
+Each argument is a run or report directory with ``raw/<suite>.json``. The page is written beside the
+newer of the two (by ``created``), as ``<newer>/compare-<older version>.html``, never over an existing
+file without ``--overwrite``. Flagged: every status change, every case present on one side only, and
+every kernel-time change that lies outside BOTH runs' p10-p90 bands (the new median outside the old
+band and the old median outside the new one). A record without p10/p90 uses median x (1 +- rel_std);
+with neither, the change is shown but not judged ("noise unknown").
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from reports.markup import ReportError, dash, esc, fmt, page, shape_cell, status_badge, table, write_text_atomic
+from reports.runs import Case, Run, kernel_median, load_run
+
+__all__ = ["compare_html", "kernel_change", "main", "write_compare"]
+
+
+def _band(case: Case) -> tuple[float, float] | None:
+    stats = case.get("kernel_us")
+    if not isinstance(stats, dict):
+        return None
+    p10, p90 = stats.get("p10"), stats.get("p90")
+    if isinstance(p10, int | float) and isinstance(p90, int | float) and not isinstance(p10, bool):
+        return float(p10), float(p90)
+    med, rel = kernel_median(case), stats.get("rel_std")
+    if med is not None and isinstance(rel, int | float) and not isinstance(rel, bool):
+        return med * (1 - rel), med * (1 + rel)
+    return None
+
+
+def kernel_change(old: Case, new: Case) -> tuple[float | None, bool, str]:
+    """(new/old kernel median, flagged, note): flagged only when outside both runs' noise bands."""
+    a, b = kernel_median(old), kernel_median(new)
+    if a is None or b is None:
+        return None, False, "no kernel time on both sides"
+    band_a, band_b = _band(old), _band(new)
+    if band_a is None or band_b is None:
+        return b / a, False, "noise unknown (no p10/p90 or rel_std)"
+    outside = not (band_a[0] <= b <= band_a[1]) and not (band_b[0] <= a <= band_b[1])
+    return b / a, outside, "outside both p10\u2013p90 bands" if outside else "within noise"
+
+
+def compare_html(old: Run, new: Run) -> str:
+    rows, flagged = [], 0
+    for suite in sorted(set(old.files) | set(new.files)):
+        a_cases = {str(c["id"]): c for c in old.cases(suite)}
+        b_cases = {str(c["id"]): c for c in new.cases(suite)}
+        for cid in sorted(set(a_cases) | set(b_cases)):
+            a, b = a_cases.get(cid), b_cases.get(cid)
+            notes = []
+            if a is None or b is None:
+                notes.append("only in the " + ("newer" if a is None else "older") + " run")
+                ratio, time_flag = None, False
+            else:
+                if a.get("status") != b.get("status"):
+                    notes.append(f"status {a.get('status')} \u2192 {b.get('status')}")
+                ratio, time_flag, note = kernel_change(a, b)
+                if ratio is not None:
+                    notes.append(f"kernel time {note}")
+            flag = bool(a is None or b is None or a.get("status") != b.get("status") or time_flag)
+            flagged += flag
+            one = b or a
+            rows.append([('<span class="flag">changed</span>' if flag else ""), esc(suite), f"<code>{esc(cid)}</code>",
+                         esc(one["impl"] if one else ""), shape_cell(one.get("shape") if one else None),
+                         status_badge(a.get("status")) if a else dash("absent"),
+                         status_badge(b.get("status")) if b else dash("absent"),
+                         "#" + fmt(kernel_median(a) if a else None, "us"),
+                         "#" + fmt(kernel_median(b) if b else None, "us"),
+                         "#" + (f"{ratio:.3f}" if ratio is not None else dash()),
+                         "#" + fmt(a.get("y_rel_l2") if a else None, ".2e"),
+                         "#" + fmt(b.get("y_rel_l2") if b else None, ".2e"), esc("; ".join(notes))])
+    rows.sort(key=lambda r: (r[0] == "", r[1], r[2]))
+    gpus = [run.gpu()[0] or "GPU not recorded" for run in (old, new)]
+    body = (f"<h1>Comparison: {esc(old.version)} \u2192 {esc(new.version)}</h1>"
+            f'<p class="muted">Older: {esc(old.version)} on {esc(gpus[0])}; newer: {esc(new.version)} on '
+            f"{esc(gpus[1])}. {flagged} of {len(rows)} cases flagged. A kernel-time change is flagged only when the "
+            f"new median lies outside the older run's p10\u2013p90 band and the older median outside the newer "
+            f"run's (else median \u00b1 rel_std); status changes and cases on one side only are always flagged. "
+            f"Ratio = newer / older kernel median (below 1 is faster).</p>"
+            + table(["", "suite", "case", "impl", "shape", "older status", "newer status", "#older kernel us",
+                     "#newer kernel us", "#newer/older", "#older y rel_l2", "#newer y rel_l2", "what changed"], rows))
+    return page(f"SSD comparison {old.version} vs {new.version}", body)
+
+
+def write_compare(dir_a: Path, dir_b: Path, *, overwrite: bool = False) -> Path:
+    runs = sorted((load_run(dir_a), load_run(dir_b)), key=lambda r: (r.created, r.version))
+    old, new = runs
+    if old.version == new.version:
+        raise ReportError(f"{dir_a} and {dir_b} are the same version ({old.version}); nothing to compare")
+    return write_text_atomic(new.directory / f"compare-{old.version}.html", compare_html(old, new),
+                             overwrite=overwrite)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m reports.compare", description=__doc__.split("\n")[0])
+    parser.add_argument("run_a", type=Path)
+    parser.add_argument("run_b", type=Path)
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing comparison page")
+    args = parser.parse_args(argv)
+    try:
+        path = write_compare(args.run_a, args.run_b, overwrite=args.overwrite)
+    except (ReportError, FileExistsError) as err:
+        print(f"compare: {err}", file=sys.stderr)
+        return 2
+    print(f"compare: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

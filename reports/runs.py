@@ -1,0 +1,212 @@
+"""Reading a run directory (``<run_dir>/raw/<suite>.json``) into a ``Run``, its version name, and the
+benchmark's speedup points. Only reads; never runs a suite.
+
+Version name: ``<suite_version>+<run_id>-<commit7>[-dirty]``, e.g. ``0.1.0+20261130T090000Z-59dd7d0``.
+``run_id`` is the run directory's name when it has the form ``YYYYMMDDTHHMMSSZ`` (what
+``validation.results.run_dir`` makes), else the earliest ``created`` of its files in that form;
+``commit7`` is the first 7 hex digits of ``environment.git_commit`` (``nocommit`` when it is null),
+and ``-dirty`` marks a run whose ``git_dirty`` is true. All files of a run must agree on the suite
+version and the commit.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from reports.markup import ReportError, num
+
+__all__ = ["KNOWN_SCHEMA_VERSIONS", "SUITES", "HEADLINE", "Run", "load_run", "order", "shape_order", "speedup",
+           "speedup_points"]
+
+KNOWN_SCHEMA_VERSIONS = (1,)
+SUITES = ("compile", "reference", "correctness", "stability", "benchmark")
+RUN_ID = re.compile(r"^\d{8}T\d{6}Z$")
+# The post's headline shape: batch 4, 16384 tokens, 8 heads, headdim 64, dstate 128, chunk 128.
+HEADLINE = {"batch": 4, "seqlen": 16384, "nheads": 8, "headdim": 64, "ngroups": 1, "dstate": 128, "chunk_size": 128}
+PEERS = ("cutile", "tilegym")  # each measured as a speedup over "triton"
+
+Case = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Run:
+    directory: Path
+    files: dict[str, dict[str, Any]]  # suite -> parsed results file, in SUITES order
+    raw: dict[str, bytes]  # suite -> the file's bytes, copied beside the report unchanged
+    version: str
+    created: str
+
+    @property
+    def missing(self) -> list[str]:
+        return [s for s in SUITES if s not in self.files]
+
+    def cases(self, suite: str) -> list[Case]:
+        return list(self.files.get(suite, {}).get("cases", []))
+
+    def environment(self) -> dict[str, dict[str, Any]]:
+        return {s: f.get("environment") or {} for s, f in self.files.items()}
+
+    def status_counts(self) -> Counter[str]:
+        return Counter(str(c.get("status")) for s in self.files for c in self.cases(s))
+
+    def gpu(self) -> tuple[str | None, str | None]:
+        """(GPU name, None) from the first file that read it, else (None, the benchmark's or first reason)."""
+        envs = self.environment()
+        for env in envs.values():
+            if env.get("gpu_name"):
+                return str(env["gpu_name"]), None
+        for suite in ("benchmark", *envs):
+            reason = (envs.get(suite) or {}).get("null_reasons", {}).get("gpu_name")
+            if reason:
+                return None, str(reason)
+        return None, "no results file records gpu_name"
+
+
+def _load_file(path: Path, suite: str) -> tuple[dict[str, Any], bytes]:
+    data = path.read_bytes()
+    try:
+        payload = json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ReportError(f"{path}: not valid JSON ({err})") from None
+    if not isinstance(payload, dict):
+        raise ReportError(f"{path}: expected a JSON object with schema_version, suite and cases")
+    version = payload.get("schema_version")
+    if version not in KNOWN_SCHEMA_VERSIONS:
+        raise ReportError(f"{path}: schema_version {version!r} is not one this renderer knows "
+                          f"({', '.join(map(str, KNOWN_SCHEMA_VERSIONS))}); refusing to render it")
+    if payload.get("suite") != suite:
+        raise ReportError(f"{path}: the file's suite is {payload.get('suite')!r}, its name says {suite!r}")
+    cases = payload.get("cases")
+    if not isinstance(cases, list) or not all(isinstance(c, dict) and "id" in c and "impl" in c for c in cases):
+        raise ReportError(f"{path}: expected 'cases' to be a list of objects, each with 'id' and 'impl'")
+    env = payload.get("environment")
+    if env is not None and not isinstance(env, dict):
+        raise ReportError(f"{path}: expected 'environment' to be an object")
+    return payload, data
+
+
+def _run_id(directory: Path, created: list[str]) -> str:
+    if RUN_ID.match(directory.name):
+        return directory.name
+    stamps = []
+    for text in created:
+        try:
+            stamp = datetime.fromisoformat(text)
+        except (TypeError, ValueError):
+            raise ReportError(f"{directory}: 'created' {text!r} is not an ISO 8601 time") from None
+        stamps.append(stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC))
+    return min(stamps).astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
+def _one(directory: Path, what: str, values: dict[str, object]) -> object:
+    distinct = sorted({json.dumps(v) for v in values.values()})
+    if len(distinct) != 1:
+        raise ReportError(f"{directory}: the results files disagree on {what}: "
+                          + ", ".join(f"{s}.json has {v!r}" for s, v in sorted(values.items())))
+    return next(iter(values.values()))
+
+
+def load_run(directory: Path) -> Run:
+    """Read every ``raw/<suite>.json`` of a run; refuse unknown schema versions and unknown suites."""
+    raw_dir = directory / "raw"
+    if not raw_dir.is_dir():
+        raise ReportError(f"{directory}: no raw/ directory; expected {directory}/raw/<suite>.json "
+                          f"for some of {', '.join(SUITES)}")
+    found = sorted(p for p in raw_dir.iterdir() if p.suffix == ".json")
+    unknown = [p.name for p in found if p.stem not in SUITES]
+    if unknown:
+        raise ReportError(f"{raw_dir}: {', '.join(unknown)}: not a suite's results file "
+                          f"(expected <suite>.json for a suite in {', '.join(SUITES)})")
+    if not found:
+        raise ReportError(f"{raw_dir}: no results files; expected <suite>.json for some of {', '.join(SUITES)}")
+    files, raw = {}, {}
+    for suite in SUITES:
+        path = raw_dir / f"{suite}.json"
+        if path.is_file():
+            files[suite], raw[suite] = _load_file(path, suite)
+    created = {s: f.get("created") for s, f in files.items()}
+    if not all(isinstance(c, str) for c in created.values()):
+        raise ReportError(f"{directory}: every results file needs 'created' (ISO 8601); got {created}")
+    envs = {s: f.get("environment") or {} for s, f in files.items()}
+    suite_version = _one(directory, "suite_version",
+                         {s: f.get("suite_version") or envs[s].get("suite_version") for s, f in files.items()})
+    commit = _one(directory, "environment.git_commit", {s: e.get("git_commit") for s, e in envs.items()})
+    dirty = any(e.get("git_dirty") is True for e in envs.values())
+    commit7 = str(commit)[:7] if commit else "nocommit"
+    run_id = _run_id(directory, list(created.values()))
+    version = f"{suite_version}+{run_id}-{commit7}{'-dirty' if dirty else ''}"
+    return Run(directory, files, raw, version, min(created.values()))
+
+
+def _shape_key(case: Case) -> tuple[object, ...]:
+    shape = case.get("shape") or {}
+    return (*(shape.get(k) for k in HEADLINE), case.get("dtype"))
+
+
+def order(values: tuple[object, ...]) -> tuple[tuple[int, float, str], ...]:
+    """A sort key for a tuple of mixed values: numbers numerically, then everything else as text."""
+    return tuple((0, float(v), "") if num(v) is not None else (1, 0.0, str(v)) for v in values)
+
+
+def shape_order(case: Case) -> tuple[tuple[int, float, str], ...]:
+    """Cases by shape (numerically), dtype, variant, impl, id."""
+    return order((*_shape_key(case), case.get("variant") or "", case.get("impl"), case.get("id")))
+
+
+def speedup_points(cases: list[Case]) -> dict[tuple[object, ...], dict[str, Case]]:
+    """Benchmark cases without a ``variant``, grouped by (shape..., dtype) then impl; sorted by key."""
+    points: dict[tuple[object, ...], dict[str, Case]] = {}
+    for case in cases:
+        if case.get("variant"):
+            continue
+        points.setdefault(_shape_key(case), {})[str(case["impl"])] = case
+    return dict(sorted(points.items(), key=lambda kv: order(kv[0])))
+
+
+def kernel_median(case: Case) -> float | None:
+    stats = case.get("kernel_us")
+    value = num(stats.get("median")) if isinstance(stats, dict) else None
+    return value if value is not None and math.isfinite(value) and value > 0 else None
+
+
+def speedup(point: dict[str, Case], impl: str) -> tuple[float | None, str | None]:
+    """(triton kernel median / impl kernel median, None), or (None, why there is no ratio)."""
+    for name in ("triton", impl):
+        case = point.get(name)
+        if case is None:
+            return None, f"no {name} case"
+        if case.get("status") != "pass":
+            return None, f"{name} {case.get('status')}: {case.get('reason') or 'no reason given'}"
+        if kernel_median(case) is None:
+            return None, f"{name} has no finite kernel_us.median"
+    return kernel_median(point["triton"]) / kernel_median(point[impl]), None  # type: ignore[operator]
+
+
+def published_ratios(run: Run) -> tuple[dict[tuple[int, int], float], str]:
+    """The post's ratios by (seqlen, dstate) and where they come from: the benchmark file's ``published_ratios``:
+    ``{"gpu": "B300", "source": "...", "points": [{"seqlen": 1024, "dstate": 128, "ratio": 1.2}, ...]}``."""
+    bench = run.files.get("benchmark")
+    if bench is None:
+        return {}, "the benchmark did not run"
+    data = bench.get("published_ratios")
+    if data is None:
+        return {}, "the benchmark results carry no published_ratios, so the post's B300 ratios are not shown"
+    path = run.directory / "raw" / "benchmark.json"
+    if not isinstance(data, dict) or not isinstance(data.get("points"), list):
+        raise ReportError(f"{path}: expected published_ratios to be an object with a 'points' list")
+    out = {}
+    for p in data["points"]:
+        if not (isinstance(p, dict) and isinstance(p.get("seqlen"), int) and isinstance(p.get("dstate"), int)
+                and num(p.get("ratio")) is not None):
+            raise ReportError(f"{path}: each published_ratios point needs int seqlen, int dstate and a number ratio;"
+                              f" got {p!r}")
+        out[(p["seqlen"], p["dstate"])] = num(p["ratio"])
+    source = f"{data.get('gpu') or 'GPU not named'}; source: {data.get('source') or 'not given'}"
+    return dict(sorted(out.items())), source
