@@ -90,6 +90,17 @@ def lint(session: nox.Session) -> None:
 
 
 @nox.session(python=None)
+def report(session: nox.Session) -> None:
+    """Render a run's results into reports/<version>/index.html and regenerate reports/index.html (stdlib only).
+
+    `-- RUN_DIR [--out DIR] [--overwrite]` (default: the newest run); `-- compare A B [--overwrite]` compares two.
+    """
+    compare = session.posargs[:1] == ["compare"]
+    args = session.posargs[1:] if compare else session.posargs
+    session.run(_python(session), "-m", "reports.compare" if compare else "reports.render", *args)
+
+
+@nox.session(python=None)
 def validate(session: nox.Session) -> None:
     """The main job: every suite this machine can run, in order, then a plain list of what did not run."""
     _install(session, "test", "compile", "gpu", mamba=True)
