@@ -2,12 +2,14 @@
 
 Only what the post states is recorded. Its chart (speedup over mamba_ssm's Triton per seqlen and
 dstate) is an image that is not among this project's sources, so no per-point value is invented:
-``per_point`` stays empty until someone reads the chart and records each value with how it was read.
+``points`` stays empty until someone reads the chart and records each value (``{"seqlen", "dstate",
+"ratio"}``) with how it was read; the report then draws them beside ours.
 """
 
 from __future__ import annotations
 
 PUBLISHED_B300 = {
+    "gpu": "NVIDIA B300 SXM6",
     "source": "NVIDIA Technical Blog, 'Accelerating Mamba-2 with High-Performance Forward Pass Kernels in "
               "NVIDIA CUDA Tile' (with Jane Street); text of the post, seeds/004 in this project",
     "device": "NVIDIA B300 SXM6 (compute capability 10.3), 1920 MHz max SM clock, 1100 W power limit",
@@ -19,6 +21,6 @@ PUBLISHED_B300 = {
     "trend": "speedup grows with sequence length and state size (the post's words); DESIGN.md reads the chart "
              "as ~1.15x at dstate 64 / 1K tokens up to ~1.8x at dstate 512, rising from 1K to ~16K tokens, "
              "then flat to 256K",
-    "per_point": [],
-    "per_point_note": "not recorded: the chart image is not among the project's sources",
+    "points": [],
+    "points_note": "not recorded: the chart image is not among the project's sources",
 }
