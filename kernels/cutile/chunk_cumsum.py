@@ -1,0 +1,59 @@
+"""Stage 1, chunk_cumsum: in-chunk cumulative sum of A*dt, in log2 units, head-major.
+
+Writes two [batch, nheads, nchunks * chunk_size] fp32 buffers, token-contiguous so that stages 2
+and 3 load one head's chunk as one contiguous row:
+
+    g[b, h, t]  = log2(e) * sum_{s in chunk(t), s <= t} A[h] * dt[b, s, h]   (so exp2(g) = exp(...))
+    dtT[b, h, t] = dt[b, t, h]
+
+Tokens past seqlen (the padding of a ragged last chunk) get dt = 0, so g stays at the value of the
+last real token: the chunk's total decay can be read at index chunk_size - 1 of every chunk.
+"""
+
+import cuda.tile as ct
+import torch
+
+from kernels.cutile._launch import LOG2E, Launch, kernel_variant, needs_int64
+from kernels.cutile.tuning import ChunkCumsumConfig
+
+
+def _chunk_cumsum_kernel(
+    dt: ct.Array,                # (batch, seqlen, nheads) fp32, any strides
+    A: ct.Array,                 # (nheads,) fp32
+    g: ct.Array,                 # out (batch, nheads, nchunks * CHUNK) fp32
+    dtT: ct.Array,               # out (batch, nheads, nchunks * CHUNK) fp32
+    CHUNK: ct.Constant[int],
+    BLOCK_H: ct.Constant[int],
+):
+    """Grid (nchunks, cdiv(nheads, BLOCK_H), batch): one chunk of BLOCK_H heads of one sequence."""
+    chunk, head_tile, b = ct.bid(0), ct.bid(1), ct.bid(2)
+    # Read dt transposed (heads x tokens); zero padding covers the ragged tail and the last head tile.
+    dt_tile = ct.load(dt, (b, head_tile, chunk), shape=(1, BLOCK_H, CHUNK), order=(0, 2, 1),
+                      padding_mode=ct.PaddingMode.ZERO)
+    A_tile = ct.load(A, (head_tile,), shape=(BLOCK_H,), padding_mode=ct.PaddingMode.ZERO)
+    g_tile = ct.cumsum(dt_tile * (A_tile * LOG2E).reshape((1, BLOCK_H, 1)), axis=2)
+    ct.store(g, (b, head_tile, chunk), g_tile)
+    ct.store(dtT, (b, head_tile, chunk), dt_tile)
+
+
+def _chunk_cumsum_args(dt, A, g, dtT, cfg: ChunkCumsumConfig, chunk_size: int) -> tuple:
+    return (
+        dt,
+        A,
+        g,
+        dtT,
+        chunk_size,
+        cfg.block_h,
+    )
+
+
+def chunk_cumsum(dt: torch.Tensor, A: torch.Tensor, *, chunk_size: int,
+                 cfg: ChunkCumsumConfig) -> tuple[Launch, torch.Tensor, torch.Tensor]:
+    """Plan stage 1; returns the launch and the (g, dtT) buffers it fills."""
+    batch, seqlen, nheads = dt.shape
+    nchunks = -(-seqlen // chunk_size)
+    g = torch.empty(batch, nheads, nchunks * chunk_size, dtype=torch.float32, device=dt.device)
+    dtT = torch.empty_like(g)
+    kernel = kernel_variant(_chunk_cumsum_kernel, int64=needs_int64(dt, g), occupancy=cfg.occupancy)
+    grid = (nchunks, -(-nheads // cfg.block_h), batch)
+    return Launch(kernel, grid, _chunk_cumsum_args(dt, A, g, dtT, cfg, chunk_size)), g, dtT
