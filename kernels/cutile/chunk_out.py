@@ -1,0 +1,143 @@
+"""Stage 3, compute_out: every output row from its chunk's entry state and the chunk's own tokens.
+
+For one head and one chunk (X, B, C, dt its rows; g its cumsum in log2 units; h its entry state):
+
+    Y = exp2(g) * (C hᵀ) + ((C Bᵀ) ∘ exp2(g_i - g_j) ∘ [i >= j]) (dt * X) + D * X
+
+C·Bᵀ never leaves the chip. A program owns BLOCK_M rows of one chunk and walks the C·Bᵀ column
+blocks up to its diagonal, flash-attention style, so a 256-token chunk never holds 256 x 256 fp32.
+"""
+
+import cuda.tile as ct
+import torch
+
+from kernels.cutile._launch import Launch, kernel_variant, needs_int64
+from kernels.cutile.tuning import ChunkOutConfig
+
+
+def _chunk_out_kernel(
+    x: ct.Array,                 # (batch, seqlen, nheads, headdim)
+    B: ct.Array,                 # (batch, seqlen, ngroups, dstate)
+    C: ct.Array,                 # (batch, seqlen, ngroups, dstate)
+    g: ct.Array,                 # (batch, nheads, nchunks * CHUNK) fp32, from chunk_cumsum
+    dtT: ct.Array,               # (batch, nheads, nchunks * CHUNK) fp32, from chunk_cumsum
+    states: ct.Array,            # (batch, nheads, nchunks, headdim, dstate), from state_pass
+    D: ct.Array,                 # (nheads,) fp32; unread unless HAS_D
+    y: ct.Array,                 # out (batch, seqlen, nheads, headdim)
+    CHUNK: ct.Constant[int],
+    BLOCK_M: ct.Constant[int],
+    BLOCK_P: ct.Constant[int],
+    BLOCK_N: ct.Constant[int],
+    HAS_D: ct.Constant[bool],
+    LATENCY: ct.Constant[int],
+):
+    """Grid (cdiv(seqlen, BLOCK_M) * nheads * headdim/BLOCK_P, batch): BLOCK_M rows x BLOCK_P
+    columns of y for one head of one sequence; row blocks are slowest, so the heads sharing a
+    group's B and C run together."""
+    # Tensor-core operand dtypes: bf16/fp16 as they come (HGMMA on sm_90); fp32 is cast to tf32 on
+    # purpose, since an fp32 ct.mma takes no tensor core path.
+    MMA_DTYPE = ct.static_eval(ct.tfloat32 if x.dtype == ct.float32 else x.dtype)
+    STATE_MMA_DTYPE = ct.static_eval(ct.tfloat32 if states.dtype == ct.float32 else states.dtype)
+    M_PER_CHUNK = CHUNK // BLOCK_M
+    # Sizes fit int32 even when offsets need int64; int32 keeps loop bounds and bids of one type.
+    nheads, ngroups = ct.astype(x.shape[2], ct.int32), ct.astype(B.shape[2], ct.int32)
+    ptiles = ct.astype(x.shape[3], ct.int32) // BLOCK_P
+    ntiles = ct.astype(B.shape[3], ct.int32) // BLOCK_N
+    pid, b = ct.bid(0), ct.bid(1)
+    p_tile = pid % ptiles
+    head = (pid // ptiles) % nheads
+    row_block = pid // (ptiles * nheads)      # in BLOCK_M rows of the sequence; never past seqlen
+    chunk, m = row_block // M_PER_CHUNK, row_block % M_PER_CHUNK
+    group = head // (nheads // ngroups)
+
+    g_m = ct.load(g, (b, head, row_block), shape=(1, 1, BLOCK_M)).reshape((BLOCK_M, 1))
+    # The carried state first, on its own, so that at most two accumulators (y and a C·Bᵀ block)
+    # are ever live; g_m <= 0, so exp2(g_m) <= 1.
+    acc = ct.zeros((BLOCK_M, BLOCK_P), dtype=ct.float32)
+    for n in range(ntiles):
+        Cm = ct.load(C, (b, row_block, group, n), shape=(1, BLOCK_M, 1, BLOCK_N),
+                     padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((BLOCK_M, BLOCK_N))
+        h = ct.load(states, (b, head, chunk, p_tile, n),
+                    shape=(1, 1, 1, BLOCK_P, BLOCK_N)).reshape((BLOCK_P, BLOCK_N))
+        acc = ct.mma(Cm.astype(STATE_MMA_DTYPE), h.transpose().astype(STATE_MMA_DTYPE), acc)
+    acc = acc * ct.exp2(g_m)
+
+    # Column blocks before the diagonal block: every pair is causal (i > j), so no mask. Their
+    # exponents g_i - g_j are <= 0 in exact arithmetic; the clamp absorbs the cumsum's rounding.
+    if M_PER_CHUNK > 1:  # resolved at compile time: chunks of one row block skip this loop
+        for k in range(m):
+            col_block = chunk * M_PER_CHUNK + k
+            cb = ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32)
+            for n in range(ntiles):
+                Cm = ct.load(C, (b, row_block, group, n), shape=(1, BLOCK_M, 1, BLOCK_N),
+                             padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((BLOCK_M, BLOCK_N))
+                Bk = ct.load(B, (b, col_block, group, n), shape=(1, BLOCK_M, 1, BLOCK_N),
+                             latency=LATENCY).reshape((BLOCK_M, BLOCK_N))
+                cb = ct.mma(Cm.astype(MMA_DTYPE), Bk.transpose().astype(MMA_DTYPE), cb)
+            g_k = ct.load(g, (b, head, col_block), shape=(1, 1, BLOCK_M)).reshape((1, BLOCK_M))
+            dt_k = ct.load(dtT, (b, head, col_block), shape=(1, 1, BLOCK_M)).reshape((1, BLOCK_M))
+            weight = cb * ct.exp2(ct.minimum(g_m - g_k, 0.0)) * dt_k
+            Xk = ct.load(x, (b, col_block, head, p_tile), shape=(1, BLOCK_M, 1, BLOCK_P),
+                         latency=LATENCY).reshape((BLOCK_M, BLOCK_P))
+            acc = ct.mma(weight.astype(MMA_DTYPE), Xk.astype(MMA_DTYPE), acc)
+
+    # The diagonal block.
+    cb = ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32)
+    for n in range(ntiles):
+        Cm = ct.load(C, (b, row_block, group, n), shape=(1, BLOCK_M, 1, BLOCK_N),
+                     padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((BLOCK_M, BLOCK_N))
+        Bm = ct.load(B, (b, row_block, group, n), shape=(1, BLOCK_M, 1, BLOCK_N),
+                     padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((BLOCK_M, BLOCK_N))
+        cb = ct.mma(Cm.astype(MMA_DTYPE), Bm.transpose().astype(MMA_DTYPE), cb)
+
+    # Causal mask on the decay itself: the future entries (i < j) have positive exponents, clamped
+    # to 0 before exp2 and replaced by 0 after, so no Inf is ever formed, let alone multiplied by 0.
+    rows = ct.arange(BLOCK_M, dtype=ct.int32)
+    causal = rows.reshape((BLOCK_M, 1)) >= rows.reshape((1, BLOCK_M))
+    g_row = g_m.reshape((1, BLOCK_M))
+    decay = ct.where(causal, ct.exp2(ct.minimum(g_m - g_row, 0.0)), 0.0)
+    dt_m = ct.load(dtT, (b, head, row_block), shape=(1, 1, BLOCK_M)).reshape((1, BLOCK_M))
+    # Rows past seqlen (ragged tail) load as zeros and are clipped on store; with dt = 0 and B = 0
+    # there, they contribute nothing to the real rows.
+    Xm = ct.load(x, (b, row_block, head, p_tile), shape=(1, BLOCK_M, 1, BLOCK_P),
+                 padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((BLOCK_M, BLOCK_P))
+    acc = ct.mma((cb * decay * dt_m).astype(MMA_DTYPE), Xm.astype(MMA_DTYPE), acc)
+    if HAS_D:
+        acc = acc + ct.load(D, (head,), shape=(1,)).reshape((1, 1)) * Xm.astype(ct.float32)
+    ct.store(y, (b, row_block, head, p_tile), acc.reshape((1, BLOCK_M, 1, BLOCK_P)).astype(y.dtype))
+
+
+def _chunk_out_args(x, B, C, g, dtT, states, D, y, cfg: ChunkOutConfig, chunk_size: int, has_D: bool) -> tuple:
+    return (
+        x,
+        B,
+        C,
+        g,
+        dtT,
+        states,
+        D,
+        y,
+        chunk_size,
+        cfg.block_m,
+        cfg.block_p,
+        cfg.block_n,
+        has_D,
+        cfg.latency,
+    )
+
+
+def chunk_out(x: torch.Tensor, B: torch.Tensor, C: torch.Tensor, g: torch.Tensor, dtT: torch.Tensor,
+              states: torch.Tensor, D: torch.Tensor | None, A: torch.Tensor, *, chunk_size: int,
+              cfg: ChunkOutConfig) -> tuple[Launch, torch.Tensor]:
+    """Plan stage 3; returns the launch and the output y it fills (x's dtype and shape).
+
+    ``A`` only stands in for a missing ``D`` (same shape and dtype), which the kernel then never reads.
+    """
+    batch, seqlen, nheads, headdim = x.shape
+    y = torch.empty(batch, seqlen, nheads, headdim, dtype=x.dtype, device=x.device)
+    has_D = D is not None
+    row_blocks = -(-seqlen // cfg.block_m)
+    kernel = kernel_variant(_chunk_out_kernel, int64=needs_int64(x, B, C, g, states, y), occupancy=cfg.occupancy)
+    grid = (row_blocks * nheads * (headdim // cfg.block_p), batch)
+    args = _chunk_out_args(x, B, C, g, dtT, states, D if has_D else A, y, cfg, chunk_size, has_D)
+    return Launch(kernel, grid, args), y
