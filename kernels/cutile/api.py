@@ -1,0 +1,95 @@
+"""``ssd_fwd_cutile``: check the inputs, plan the three stages, launch them in order."""
+
+from __future__ import annotations
+
+import cuda.tile as ct
+import torch
+
+from kernels.cutile import tuning
+from kernels.cutile._launch import Launch
+from kernels.cutile.chunk_cumsum import chunk_cumsum
+from kernels.cutile.chunk_out import chunk_out
+from kernels.cutile.state_pass import state_pass
+from reference.checks import SSDDims, check_inputs
+
+__all__ = ["ssd_fwd_cutile", "check_kernel_limits", "plan_forward", "CHUNK_SIZES", "HEADDIMS", "DSTATES"]
+
+_WHO = "ssd_fwd_cutile"
+CHUNK_SIZES = (64, 128, 256)
+HEADDIMS = (32, 64, 128)
+DSTATES = (16, 32, 64, 128, 256, 512)
+_MAX_GRID_Y = 65535  # CUDA's limit on gridDim.y and gridDim.z; batch runs along one of them
+
+
+def check_kernel_limits(dims: SSDDims) -> None:
+    """Refuse, naming the argument, what the kernels do not tile: they need power-of-two tiles."""
+    if dims.headdim not in HEADDIMS:
+        raise ValueError(f"{_WHO}: x has headdim={dims.headdim} (x.shape[3]); expected one of {list(HEADDIMS)}")
+    if dims.dstate not in DSTATES:
+        raise ValueError(f"{_WHO}: B and C have dstate={dims.dstate} (B.shape[3]); expected a power of two "
+                         f"from 16 to 512: one of {list(DSTATES)}")
+    if dims.batch > _MAX_GRID_Y:
+        raise ValueError(f"{_WHO}: x has batch={dims.batch} (x.shape[0]); expected at most {_MAX_GRID_Y} "
+                         "(the CUDA grid limit); split the batch")
+
+
+def _dense(t: torch.Tensor | None) -> torch.Tensor | None:
+    """The tensor itself, strides included, unless it broadcasts (a zero stride): then a copy.
+
+    cuTile arrays carry shape and strides, so views (e.g. slices of a wider projection) are read in
+    place with their strides; only a broadcast view, which a tile load may not take, is copied.
+    """
+    if t is None or all(s != 0 or n == 1 for n, s in zip(t.shape, t.stride(), strict=True)):
+        return t
+    return t.contiguous()
+
+
+def plan_forward(x, dt, A, B, C, D, initial_state, *, chunk_size: int,
+                 arch: str) -> tuple[list[Launch], torch.Tensor, torch.Tensor]:
+    """Allocate the buffers and plan the three launches for checked inputs (any device, meta too).
+
+    Intermediates, all on x's device:
+        g, dtT  (batch, nheads, nchunks * chunk_size) fp32: log2-scaled in-chunk cumsum of A*dt, and dt,
+                head-major and token-contiguous, zero dt over a ragged tail;
+        states  (batch, nheads, nchunks, headdim, dstate): each chunk's entry state (bf16 for bf16
+                inputs, else fp32; see state_pass.state_dtype).
+    """
+    dims = SSDDims(*x.shape, *B.shape[2:])
+    x, dt, A, B, C, D, initial_state = (_dense(t) for t in (x, dt, A, B, C, D, initial_state))
+    cumsum_launch, g, dtT = chunk_cumsum(
+        dt, A, chunk_size=chunk_size, cfg=tuning.chunk_cumsum_config(arch, dims, x.dtype, chunk_size))
+    state_launch, states, final_state = state_pass(
+        x, B, g, dtT, initial_state, chunk_size=chunk_size,
+        cfg=tuning.state_pass_config(arch, dims, x.dtype, chunk_size))
+    out_launch, y = chunk_out(
+        x, B, C, g, dtT, states, D, A, chunk_size=chunk_size,
+        cfg=tuning.chunk_out_config(arch, dims, x.dtype, chunk_size))
+    return [cumsum_launch, state_launch, out_launch], y, final_state
+
+
+def ssd_fwd_cutile(
+    x: torch.Tensor,
+    dt: torch.Tensor,
+    A: torch.Tensor,
+    B: torch.Tensor,
+    C: torch.Tensor,
+    D: torch.Tensor | None = None,
+    initial_state: torch.Tensor | None = None,
+    chunk_size: int = 128,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mamba-2 SSD forward in cuTile: returns y (x's dtype and shape) and final_state (fp32).
+
+    Takes mamba_ssm's layout (see reference.checks.check_inputs); headdim in 32/64/128, dstate a
+    power of two from 16 to 512, chunk_size 64/128/256, any seqlen >= 1.
+    """
+    dims = check_inputs(x, dt, A, B, C, D, initial_state, chunk_size=chunk_size, who=_WHO,
+                        chunk_sizes=CHUNK_SIZES, require_cuda=True)
+    check_kernel_limits(dims)
+    major, minor = torch.cuda.get_device_capability(x.device)
+    launches, y, final_state = plan_forward(x, dt, A, B, C, D, initial_state, chunk_size=chunk_size,
+                                            arch=f"sm_{major}{minor}")
+    with torch.cuda.device(x.device):
+        stream = torch.cuda.current_stream()
+        for launch in launches:
+            ct.launch(stream, launch.grid, launch.kernel, launch.args)
+    return y, final_state

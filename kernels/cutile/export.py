@@ -1,0 +1,121 @@
+"""Ahead-of-time export: the specialization classes we launch, as cuTile kernel signatures.
+
+A class is one problem (dims, dtype, chunk_size, D or not, initial_state or not) planned on the
+``meta`` device by the same ``plan_forward`` the API runs: the signatures come from the very
+argument tuples a launch would pass, so the compile check builds exactly what the GPU would.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import cuda.tile as ct
+import torch
+from cuda.tile.compilation import ArrayConstraint, CallingConvention, KernelSignature
+
+from kernels.cutile.api import plan_forward
+from reference.checks import SSDDims, dtype_name
+
+_CT_DTYPES = {torch.bfloat16: ct.bfloat16, torch.float16: ct.float16, torch.float32: ct.float32}
+# Meta tensors start at address 0; real allocations are at least 256-byte aligned.
+_BASE_ALIGN = 16
+
+
+@dataclass(frozen=True)
+class SpecClass:
+    """One problem whose launches we compile; ``dims`` only matter through what they select."""
+
+    dims: SSDDims
+    dtype: torch.dtype
+    chunk_size: int
+    has_D: bool
+    has_initial_state: bool
+
+    @property
+    def name(self) -> str:
+        d = self.dims
+        return (f"{dtype_name(self.dtype)}-c{self.chunk_size}-p{d.headdim}-n{d.dstate}-b{d.batch}-l{d.seqlen}"
+                f"-h{d.nheads}{'' if self.has_D else '-noD'}{'-h0' if self.has_initial_state else ''}")
+
+
+def _spec(dtype: torch.dtype, chunk_size: int, headdim: int, dstate: int, *, D: bool, h0: bool,
+          batch: int = 2, seqlen: int = 1000, nheads: int = 8, ngroups: int = 2) -> SpecClass:
+    return SpecClass(SSDDims(batch, seqlen, nheads, headdim, ngroups, dstate), dtype, chunk_size, D, h0)
+
+
+_BF16, _FP16, _FP32 = torch.bfloat16, torch.float16, torch.float32
+# x of 2**31 elements (batch 1, 2**21 tokens, 16 heads, headdim 64): int64 indexing.
+_BIG = {"batch": 1, "seqlen": 2**21, "nheads": 16, "ngroups": 1}
+
+# Every dtype x chunk pair once; across them every headdim and dstate, D and initial_state on and
+# off, one and several groups, ragged seqlen, int64 indexing, the post's headline shape (bf16,
+# chunk 128) and the register-heaviest corner (dstate 512 at chunk 256).
+SPEC_CLASSES = (
+    _spec(_BF16, 64, 32, 16, D=True, h0=True, seqlen=1001),
+    _spec(_BF16, 128, 64, 128, D=True, h0=False, batch=4, seqlen=16384, ngroups=1),
+    _spec(_BF16, 256, 128, 512, D=False, h0=True, seqlen=777),
+    _spec(_FP16, 64, 64, 32, D=False, h0=False, seqlen=65),
+    _spec(_FP16, 128, 64, 128, D=True, h0=False, **_BIG),
+    _spec(_FP16, 256, 32, 256, D=True, h0=True, seqlen=300),
+    _spec(_FP32, 64, 128, 64, D=True, h0=True, seqlen=37),
+    _spec(_FP32, 128, 32, 512, D=False, h0=False),
+    _spec(_FP32, 256, 64, 128, D=True, h0=True, **_BIG),
+)
+
+# Blackwell compiles are slow (~40 s for chunk_out on one CPU core), so sm_100 and sm_103 build a
+# subset that still holds every dtype, every chunk size and int64: the whole list on sm_90 alone
+# already takes ~3 minutes on 2 cores.
+CLASSES_BY_ARCH = {
+    "sm_90": SPEC_CLASSES,
+    "sm_100": (SPEC_CLASSES[1], SPEC_CLASSES[8]),
+    "sm_103": (SPEC_CLASSES[3], SPEC_CLASSES[2]),
+}
+
+
+def meta_inputs(spec: SpecClass) -> tuple:
+    d = spec.dims
+    meta = {"device": "meta"}
+    x = torch.empty(d.batch, d.seqlen, d.nheads, d.headdim, dtype=spec.dtype, **meta)
+    dt = torch.empty(d.batch, d.seqlen, d.nheads, dtype=torch.float32, **meta)
+    A = torch.empty(d.nheads, dtype=torch.float32, **meta)
+    B = torch.empty(d.batch, d.seqlen, d.ngroups, d.dstate, dtype=spec.dtype, **meta)
+    C = torch.empty_like(B)
+    D = torch.empty(d.nheads, dtype=torch.float32, **meta) if spec.has_D else None
+    h0 = torch.empty(d.batch, d.nheads, d.headdim, d.dstate, dtype=torch.float32, **meta) \
+        if spec.has_initial_state else None
+    return x, dt, A, B, C, D, h0
+
+
+def _constraint(arg: object, index_dtype: ct.DType) -> ArrayConstraint | bool | int:
+    if not isinstance(arg, torch.Tensor):
+        return arg  # compile-time constant
+    unit_last = (None,) * (arg.dim() - 1) + (1,) if arg.stride(-1) == 1 else None
+    return ArrayConstraint(_CT_DTYPES[arg.dtype], arg.dim(), index_dtype=index_dtype,
+                           stride_lower_bound_incl=0, alias_groups=(), may_alias_internally=False,
+                           stride_constant=unit_last, base_addr_divisible_by=_BASE_ALIGN)
+
+
+def _is_int64(kernel: ct.kernel) -> bool:
+    # kernel_variant annotates every ct.Array parameter of the int64 twin with ct.IndexedWithInt64.
+    hints = typing.get_type_hints(kernel._pyfunc, include_extras=True)
+    return any(typing.get_origin(ann) is typing.Annotated and typing.get_args(ann)[0] is ct.Array
+               for ann in hints.values())
+
+
+def launches(arch: str, classes: tuple[SpecClass, ...]) -> Iterator[tuple[SpecClass, ct.kernel, KernelSignature]]:
+    """(class, kernel object, signature) for every launch of every class, deduplicated."""
+    seen = set()
+    for spec in classes:
+        planned, _, _ = plan_forward(*meta_inputs(spec), chunk_size=spec.chunk_size, arch=arch)
+        for launch in planned:
+            index_dtype = ct.int64 if _is_int64(launch.kernel) else ct.int32
+            params = [_constraint(a, index_dtype) for a in launch.args]
+            pyfunc: types.FunctionType = launch.kernel._pyfunc
+            signature = KernelSignature(params, CallingConvention.cutile_python_v1())
+            signature = signature.with_mangled_symbol(pyfunc.__name__ + ("_i64" if index_dtype is ct.int64 else ""))
+            if (launch.kernel, signature.symbol) not in seen:
+                seen.add((launch.kernel, signature.symbol))
+                yield spec, launch.kernel, signature
