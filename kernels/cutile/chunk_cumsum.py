@@ -13,6 +13,7 @@ last real token: the chunk's total decay can be read at index chunk_size - 1 of 
 import cuda.tile as ct
 import torch
 
+from kernels.alloc import empty
 from kernels.cutile._launch import LOG2E, Launch, kernel_variant, needs_int64
 from kernels.cutile.tuning import ChunkCumsumConfig
 
@@ -52,8 +53,8 @@ def chunk_cumsum(dt: torch.Tensor, A: torch.Tensor, *, chunk_size: int,
     """Plan stage 1; returns the launch and the (g, dtT) buffers it fills."""
     batch, seqlen, nheads = dt.shape
     nchunks = -(-seqlen // chunk_size)
-    g = torch.empty(batch, nheads, nchunks * chunk_size, dtype=torch.float32, device=dt.device)
-    dtT = torch.empty_like(g)
+    g = empty((batch, nheads, nchunks * chunk_size), dtype=torch.float32, device=dt.device)
+    dtT = empty(g.shape, dtype=torch.float32, device=dt.device)
     kernel = kernel_variant(_chunk_cumsum_kernel, int64=needs_int64(dt, g), occupancy=cfg.occupancy)
     grid = (nchunks, -(-nheads // cfg.block_h), batch)
     return Launch(kernel, grid, _chunk_cumsum_args(dt, A, g, dtT, cfg, chunk_size)), g, dtT

@@ -11,6 +11,7 @@ blocks up to its diagonal, flash-attention style, so a 256-token chunk never hol
 import cuda.tile as ct
 import torch
 
+from kernels.alloc import empty
 from kernels.cutile._launch import Launch, kernel_variant, needs_int64
 from kernels.cutile.tuning import ChunkOutConfig
 
@@ -134,7 +135,7 @@ def chunk_out(x: torch.Tensor, B: torch.Tensor, C: torch.Tensor, g: torch.Tensor
     ``A`` only stands in for a missing ``D`` (same shape and dtype), which the kernel then never reads.
     """
     batch, seqlen, nheads, headdim = x.shape
-    y = torch.empty(batch, seqlen, nheads, headdim, dtype=x.dtype, device=x.device)
+    y = empty((batch, seqlen, nheads, headdim), dtype=x.dtype, device=x.device)
     has_D = D is not None
     row_blocks = -(-seqlen // cfg.block_m)
     kernel = kernel_variant(_chunk_out_kernel, int64=needs_int64(x, B, C, g, states, y), occupancy=cfg.occupancy)

@@ -12,6 +12,7 @@ dstate tile), which are independent.
 import cuda.tile as ct
 import torch
 
+from kernels.alloc import empty
 from kernels.cutile._launch import Launch, kernel_variant, needs_int64
 from kernels.cutile.tuning import StatePassConfig
 
@@ -108,8 +109,8 @@ def state_pass(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torch.Ten
     batch, seqlen, nheads, headdim = x.shape
     dstate = B.shape[3]
     nchunks = g.shape[2] // chunk_size
-    states = torch.empty(batch, nheads, nchunks, headdim, dstate, dtype=state_dtype(x.dtype), device=x.device)
-    final_state = torch.empty(batch, nheads, headdim, dstate, dtype=torch.float32, device=x.device)
+    states = empty((batch, nheads, nchunks, headdim, dstate), dtype=state_dtype(x.dtype), device=x.device)
+    final_state = empty((batch, nheads, headdim, dstate), dtype=torch.float32, device=x.device)
     has_initial_state = initial_state is not None
     # Without an initial state the kernel never reads that parameter; final_state stands in for it.
     h0 = initial_state if has_initial_state else final_state
