@@ -1,0 +1,76 @@
+"""CPU-only checks of ssd_fwd_cutile's input handling: bad input is refused by name, before any GPU work.
+
+Needs cuda.tile importable (the compile group), hence the marker; no GPU.
+"""
+
+import pytest
+import torch
+
+from kernels.cutile import api as cutile_api
+from reference.checks import SSDDims
+from reference.problem import ProblemSpec
+
+pytestmark = pytest.mark.compile
+
+
+def _inputs(**overrides):
+    spec = ProblemSpec(**{"batch": 1, "seqlen": 8, "nheads": 2, "headdim": 32, "ngroups": 1, "dstate": 16,
+                          "chunk_size": 64, "dtype": "fp32", **overrides})
+    return spec.make_inputs("cpu").as_args()
+
+
+def test_cpu_tensors_are_refused_naming_x() -> None:
+    with pytest.raises(ValueError, match=r"ssd_fwd_cutile: x is on cpu; expected a CUDA device"):
+        cutile_api.ssd_fwd_cutile(*_inputs())
+
+
+@pytest.mark.parametrize("chunk_size", [32, 100, 512])
+def test_unsupported_chunk_size_is_refused_naming_chunk_size(chunk_size) -> None:
+    with pytest.raises(ValueError, match=rf"ssd_fwd_cutile: chunk_size={chunk_size} is not supported"):
+        cutile_api.ssd_fwd_cutile(*_inputs(), chunk_size=chunk_size)
+
+
+def test_non_integer_chunk_size_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match=r"chunk_size must be an int"):
+        cutile_api.ssd_fwd_cutile(*_inputs(), chunk_size=128.0)
+
+
+def test_x_in_fp64_is_refused_naming_x() -> None:
+    x, *rest = _inputs()
+    with pytest.raises(TypeError, match=r"ssd_fwd_cutile: x has dtype fp64"):
+        cutile_api.ssd_fwd_cutile(x.double(), *rest)
+
+
+@pytest.mark.parametrize("headdim", [16, 48, 96, 256])
+def test_unsupported_headdim_is_refused_naming_headdim(headdim) -> None:
+    dims = SSDDims(batch=1, seqlen=8, nheads=2, headdim=headdim, ngroups=1, dstate=16)
+    with pytest.raises(ValueError, match=rf"x has headdim={headdim} .*expected one of \[32, 64, 128\]"):
+        cutile_api.check_kernel_limits(dims)
+
+
+@pytest.mark.parametrize("dstate", [8, 24, 100, 1024])
+def test_unsupported_dstate_is_refused_naming_dstate(dstate) -> None:
+    dims = SSDDims(batch=1, seqlen=8, nheads=2, headdim=64, ngroups=1, dstate=dstate)
+    with pytest.raises(ValueError, match=rf"B and C have dstate={dstate} .*power of two from 16 to 512"):
+        cutile_api.check_kernel_limits(dims)
+
+
+def test_batch_past_the_grid_limit_is_refused_naming_batch() -> None:
+    dims = SSDDims(batch=65536, seqlen=8, nheads=2, headdim=64, ngroups=1, dstate=16)
+    with pytest.raises(ValueError, match=r"x has batch=65536 .*at most 65535"):
+        cutile_api.check_kernel_limits(dims)
+
+
+@pytest.mark.parametrize("headdim", [32, 64, 128])
+@pytest.mark.parametrize("dstate", [16, 32, 64, 128, 256, 512])
+def test_supported_sizes_pass_the_kernel_limits(headdim, dstate) -> None:
+    cutile_api.check_kernel_limits(SSDDims(batch=2, seqlen=8, nheads=2, headdim=headdim, ngroups=1, dstate=dstate))
+
+
+def test_plan_on_meta_tensors_allocates_outputs_of_the_documented_shapes() -> None:
+    x, dt, A, B, C, D, h0 = (t.to("meta") if t is not None else None for t in _inputs(seqlen=70, dtype="bf16"))
+    launches, y, final_state = cutile_api.plan_forward(x, dt, A, B, C, D, h0, chunk_size=64, arch="sm_90")
+    assert [la.kernel._pyfunc.__name__ for la in launches] == [
+        "_chunk_cumsum_kernel", "_state_pass_kernel", "_chunk_out_kernel"]
+    assert (y.shape, y.dtype) == (x.shape, x.dtype)
+    assert (final_state.shape, final_state.dtype) == ((1, 2, 32, 16), torch.float32)
