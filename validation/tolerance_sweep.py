@@ -3,7 +3,7 @@
     python -m validation.tolerance_sweep --impl cutile triton tilegym --out sweep.json
 
 Runs each implementation on a fixed set of shapes (ragged and not, groups, D, initial state, the
-typical and long_memory regimes) for seeds 0-4 in every dtype it takes, judges each against float64
+typical and long_memory regimes) for seeds 0-2 in every dtype it takes, judges each against float64
 (the recurrence up to 4096 tokens), and writes every measurement plus the worst case per key. The
 table's reasons cite this file's output; bounds are set from it with a stated safety factor.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -30,7 +31,7 @@ SHAPES = [
     dict(batch=2, seqlen=512, nheads=8, headdim=32, ngroups=8, dstate=16, chunk_size=64, with_D=False),
 ]
 REGIMES = ("typical", "long_memory")
-SEEDS = range(5)
+SEEDS = range(3)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     rows, worst = [], {}
+    start = time.perf_counter()
     for shape in SHAPES:
         for regime in REGIMES:
             for dtype in ("bf16", "fp16", "fp32"):
@@ -62,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
                             for metric in ("rel_l2", "max_abs_over_peak"):
                                 if not row[metric] <= w[metric]:  # NaN counts as worse
                                     w[metric], w[f"{metric}_at"] = row[metric], row["id"]
-                    print(f"{spec.case_id('*')}: done", file=sys.stderr, flush=True)
+                    print(f"{spec.case_id('*')}: done at {time.perf_counter() - start:.0f} s", file=sys.stderr,
+                          flush=True)
                     del inputs, y_ref, state_ref
                     torch.cuda.empty_cache()
     write_json_atomic(args.out, {"environment": environment(list(SEEDS)), "worst": worst, "rows": rows})

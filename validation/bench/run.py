@@ -32,7 +32,7 @@ SEQLENS = tuple(2**k for k in range(10, 19))        # 1K .. 256K
 DSTATES = (64, 128, 256, 512)
 HEADLINE = (16384, 128)
 POINT = dict(batch=4, nheads=8, headdim=64, ngroups=1, chunk_size=128, dtype="bf16", regime="typical", seed=0)
-WARMUP_S = 0.2
+WARMUP_S = 0.1
 
 
 def _progress(message: str) -> None:
@@ -74,7 +74,7 @@ def _warm(fn, seconds: float) -> None:
 def bench_point(spec: ProblemSpec, impls: list[str], ceilings: dict[str, float], reps: int) -> list[dict]:
     device = torch.device("cuda")
     inputs = spec.make_inputs(device)
-    y_ref, state_ref = ssd_chunked(*inputs.as_args(), chunk_size=64)  # chunk 64: fewer fp64 FLOPs in C·Bᵀ
+    y_ref, state_ref = ssd_chunked(*inputs.as_args(), chunk_size=32)  # chunk 32: fewer fp64 FLOPs in C·Bᵀ
     c = cost(**spec.shape_dict(), dtype=spec.dtype, with_D=spec.with_D, with_initial_state=spec.with_initial_state)
     floors = {"floor_us": floor_us(c, bandwidth_gbs=ceilings["copy_bandwidth_gbs"],
                                    tflops=ceilings["bf16_matmul_tflops"]),
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--impl", nargs="+", default=["cutile", "triton", "tilegym"], choices=sorted(IMPLS))
     parser.add_argument("--seqlen", nargs="+", type=int, default=list(SEQLENS))
     parser.add_argument("--dstate", nargs="+", type=int, default=list(DSTATES))
-    parser.add_argument("--reps", type=int, default=30)
+    parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--tilegym-autotune", action="store_true",
                         help="let TileGym run its exhaustive autotune (about 5 minutes per new shape)")
     args = parser.parse_args(argv)
