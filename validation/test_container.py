@@ -144,6 +144,7 @@ def _hadolint() -> str:
     return found
 
 
+@pytest.mark.container
 def test_hadolint_finds_nothing() -> None:
     done = subprocess.run([_hadolint(), "--no-color", str(DOCKERFILE)], capture_output=True, text=True,
                           timeout=60, check=False)

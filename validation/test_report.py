@@ -298,6 +298,7 @@ def _console_messages(page: Path, screenshot: Path, profile: Path) -> list[str]:
     return [line for line in done.stderr.splitlines() if re.search(r"CONSOLE[(:]\d*", line)]
 
 
+@pytest.mark.browser
 def test_chromium_console_check_can_fail(tmp_path: Path) -> None:
     page = tmp_path / "bad.html"
     page.write_text('<!DOCTYPE html><p>x</p><script>console.error("deliberate report-test error")</script>')
@@ -305,6 +306,7 @@ def test_chromium_console_check_can_fail(tmp_path: Path) -> None:
     assert any("deliberate report-test error" in m for m in messages), f"console error not seen: {messages}"
 
 
+@pytest.mark.browser
 def test_report_loads_cleanly_in_chromium(run_dir: Path, tmp_path: Path) -> None:
     """The page has no script, so any console message (a CSP violation, a blocked load) is a fault."""
     out = ARTIFACTS / "report-synthetic"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
 
@@ -114,6 +115,10 @@ def bench_point(spec: ProblemSpec, impls: list[str], ceilings: dict[str, float],
     return records
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--impl", nargs="+", default=["cutile", "triton", "tilegym"], choices=sorted(IMPLS))
@@ -139,18 +144,29 @@ def main(argv: list[str] | None = None) -> int:
                              "dtype": spec.dtype, "regime": spec.regime, "status": "not-run", "reason": NO_CUDA_REASON})
         _progress(f"benchmark: wrote {results.write(**extra)}")
         return 0
+    # A run stopped from outside (SIGTERM, Ctrl-C) still writes what it measured; the rest is not-run.
+    signal.signal(signal.SIGTERM, _interrupt)
     ceilings = measure_ceilings(torch.device("cuda"))
     _progress(f"benchmark: copy {ceilings['copy_bandwidth_gbs']:.0f} GB/s, bf16 matmul "
               f"{ceilings['bf16_matmul_tflops']:.0f} TFLOP/s; {len(specs)} points x {len(args.impl)} implementations")
     start = time.perf_counter()
-    for i, spec in enumerate(specs, 1):
-        for record in bench_point(spec, args.impl, ceilings, args.reps):
-            results.add(record)
-            shown = (f"{record['kernel_us']['median']:9.1f} us kernel, {record['wall_us']['median']:9.1f} us wall"
-                     if record["status"] == "pass" else f"{record['status']}: {record.get('reason', '')[:120]}")
-            _progress(f"[{i}/{len(specs)} {time.perf_counter() - start:6.0f}s] l={spec.seqlen:<7} n={spec.dstate:<4}"
-                      f" {record['impl']:<8} {shown}")
-        torch.cuda.empty_cache()
+    done = 0
+    try:
+        for i, spec in enumerate(specs, 1):
+            for record in bench_point(spec, args.impl, ceilings, args.reps):
+                results.add(record)
+                shown = (f"{record['kernel_us']['median']:9.1f} us kernel, {record['wall_us']['median']:9.1f} us wall"
+                         if record["status"] == "pass" else f"{record['status']}: {record.get('reason', '')[:120]}")
+                _progress(f"[{i}/{len(specs)} {time.perf_counter() - start:6.0f}s] l={spec.seqlen:<7}"
+                          f" n={spec.dstate:<4} {record['impl']:<8} {shown}")
+            done = i
+            torch.cuda.empty_cache()
+    except KeyboardInterrupt:
+        _progress(f"benchmark: interrupted after {done} of {len(specs)} points; the rest is recorded as not-run")
+        for spec in specs[done:]:
+            for name in args.impl:
+                results.add({"id": spec.case_id(name), "impl": name, "shape": spec.shape_dict(), "dtype": spec.dtype,
+                             "regime": spec.regime, "status": "not-run", "reason": "the run was interrupted first"})
     path = results.write(ceilings=ceilings, **extra)
     _progress(f"benchmark: wrote {path} {results.summary()}")
     return 1 if results.summary()["fail"] or results.summary()["crashed"] else 0
