@@ -125,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seqlen", nargs="+", type=int, default=list(SEQLENS))
     parser.add_argument("--dstate", nargs="+", type=int, default=list(DSTATES))
     parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--budget-s", type=float, default=None,
+                        help="start no new point after this many seconds; the rest is recorded as not-run")
     parser.add_argument("--tilegym-autotune", action="store_true",
                         help="let TileGym run its exhaustive autotune (about 5 minutes per new shape)")
     args = parser.parse_args(argv)
@@ -153,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     done = 0
     try:
         for i, spec in enumerate(specs, 1):
+            if args.budget_s is not None and time.perf_counter() - start > args.budget_s:
+                raise KeyboardInterrupt(f"the time budget of {args.budget_s:.0f} s is spent")
             for record in bench_point(spec, args.impl, ceilings, args.reps):
                 results.add(record)
                 shown = (f"{record['kernel_us']['median']:9.1f} us kernel, {record['wall_us']['median']:9.1f} us wall"
@@ -161,12 +165,13 @@ def main(argv: list[str] | None = None) -> int:
                           f" n={spec.dstate:<4} {record['impl']:<8} {shown}")
             done = i
             torch.cuda.empty_cache()
-    except KeyboardInterrupt:
-        _progress(f"benchmark: interrupted after {done} of {len(specs)} points; the rest is recorded as not-run")
+    except KeyboardInterrupt as stop:
+        why = str(stop) or "interrupted"
+        _progress(f"benchmark: {why} after {done} of {len(specs)} points; the rest is recorded as not-run")
         for spec in specs[done:]:
             for name in args.impl:
                 results.add({"id": spec.case_id(name), "impl": name, "shape": spec.shape_dict(), "dtype": spec.dtype,
-                             "regime": spec.regime, "status": "not-run", "reason": "the run was interrupted first"})
+                             "regime": spec.regime, "status": "not-run", "reason": f"not reached: {why}"})
     path = results.write(ceilings=ceilings, **extra)
     _progress(f"benchmark: wrote {path} {results.summary()}")
     return 1 if results.summary()["fail"] or results.summary()["crashed"] else 0
