@@ -196,6 +196,11 @@ def _timing(stats: object) -> tuple[str, str, str]:
     return fmt(stats.get("median"), "us"), interval(stats), fmt(stats.get("rel_std"), ".1%") + flag
 
 
+def _tuning_note(run: Run) -> str:
+    tuning = run.files["benchmark"].get("tilegym_tuning")
+    return f" TileGym's tuning in this run: {esc(tuning)}." if tuning else ""
+
+
 def times(run: Run) -> str:
     if "benchmark" not in run.files:
         return "<p>The benchmark did not run.</p>"
@@ -215,7 +220,7 @@ def times(run: Run) -> str:
                      *timing])
     return (f'<p class="muted">Microseconds. Kernel time: CUPTI, summed over the kernels of one call, L2 flushed '
             f"before each rep; wall time: CUDA events around the call. Median and p10\u2013p90; rel_std above "
-            f"{REL_STD_FLAG:.0%} is flagged noisy. Compile time (s) is recorded apart.</p>"
+            f"{REL_STD_FLAG:.0%} is flagged noisy. Compile time (s) is recorded apart.{_tuning_note(run)}</p>"
             + table(["case", "impl", "shape", "dtype", "status", "#kernel median", "#kernel p10\u2013p90",
                      "#rel_std", "#reps", "#wall median", "#wall p10\u2013p90", "#compile s"], rows))
 
