@@ -116,15 +116,19 @@ TOLERANCES: dict[tuple[str, str, str, str], Tolerance] = {
                " chunks; measured worst rel_l2 2.94e-04, max_abs/peak 6.16e-04 over the 33-case H200 matrix of"
                " validation/test_cutile_gpu.py (seed 0, seqlen 1..2**21+1) on 2026-11-30 at 0804743; bounds 4x"),
     ("triton", "bf16", "bf16", "y"): Tolerance(
-        rel_l2=0.016, max_abs=0.02,
-        reason="bf16 u=3.9e-3: x, B, C, y stored bf16, the decayed dt*B and dt*X operands rounded to bf16;"
-               " growth: fp32 accumulation over chunk_size<=256 terms and dstate<=512, states carried over"
-               " seqlen/chunk_size chunks; A PRIORI bound ~4u, to be replaced by the measured worst case"),
+        rel_l2=0.0094, max_abs=0.025,
+        reason="bf16 u=3.9e-3: y stored bf16, dt-weighted B and C·Bᵀ operands rounded to bf16 for the tensor"
+               " cores; growth: fp32 accumulation over chunk_size=128 terms, state carried over <=2048 chunks;"
+               " measured worst rel_l2 2.35e-03, max_abs/peak 6.12e-03 over the 33 passing points of the H200"
+               " benchmark sweep's gate (seqlen 1K-256K, dstate 64-512, seed 0) on 2026-11-30 at 27c0d0b;"
+               " bounds 4x"),
     ("triton", "bf16", "bf16", "final_state"): Tolerance(
-        rel_l2=0.016, max_abs=0.02,
-        reason="bf16 u=3.9e-3: x, B, C, y stored bf16, the decayed dt*B and dt*X operands rounded to bf16;"
-               " growth: fp32 accumulation over chunk_size<=256 terms and dstate<=512, states carried over"
-               " seqlen/chunk_size chunks; A PRIORI bound ~4u, to be replaced by the measured worst case"),
+        rel_l2=0.0071, max_abs=0.014,
+        reason="bf16 u=3.9e-3: y stored bf16, dt-weighted B and C·Bᵀ operands rounded to bf16 for the tensor"
+               " cores; growth: fp32 accumulation over chunk_size=128 terms, state carried over <=2048 chunks;"
+               " measured worst rel_l2 1.76e-03, max_abs/peak 3.50e-03 over the 33 passing points of the H200"
+               " benchmark sweep's gate (seqlen 1K-256K, dstate 64-512, seed 0) on 2026-11-30 at 27c0d0b;"
+               " bounds 4x"),
     ("triton", "fp16", "fp16", "y"): Tolerance(
         rel_l2=0.002, max_abs=0.004,
         reason="fp16 u=4.9e-4: x, B, C, y stored fp16, matmul operands rounded to fp16;"
@@ -146,15 +150,19 @@ TOLERANCES: dict[tuple[str, str, str, str], Tolerance] = {
                " growth: fp32 accumulation over chunk_size<=256 terms and dstate<=512, states carried over"
                " seqlen/chunk_size chunks; A PRIORI bound ~4u, to be replaced by the measured worst case"),
     ("tilegym", "bf16", "bf16", "y"): Tolerance(
-        rel_l2=0.016, max_abs=0.02,
-        reason="bf16 u=3.9e-3: x, B, C, y stored bf16, the decayed dt*B and dt*X operands rounded to bf16;"
-               " growth: fp32 accumulation over chunk_size<=256 terms and dstate<=512, states carried over"
-               " seqlen/chunk_size chunks; A PRIORI bound ~4u, to be replaced by the measured worst case"),
+        rel_l2=0.0073, max_abs=0.016,
+        reason="bf16 u=3.9e-3: y stored bf16, dt-weighted B and C·Bᵀ operands rounded to bf16 for the tensor"
+               " cores; growth: fp32 accumulation over chunk_size=128 terms, state carried over <=2048 chunks;"
+               " measured worst rel_l2 1.81e-03, max_abs/peak 3.76e-03 over the 33 passing points of the H200"
+               " benchmark sweep's gate (seqlen 1K-256K, dstate 64-512, seed 0) on 2026-11-30 at 27c0d0b;"
+               " bounds 4x"),
     ("tilegym", "bf16", "bf16", "final_state"): Tolerance(
-        rel_l2=0.016, max_abs=0.02,
-        reason="bf16 u=3.9e-3: x, B, C, y stored bf16, the decayed dt*B and dt*X operands rounded to bf16;"
-               " growth: fp32 accumulation over chunk_size<=256 terms and dstate<=512, states carried over"
-               " seqlen/chunk_size chunks; A PRIORI bound ~4u, to be replaced by the measured worst case"),
+        rel_l2=0.0071, max_abs=0.014,
+        reason="bf16 u=3.9e-3: y stored bf16, dt-weighted B and C·Bᵀ operands rounded to bf16 for the tensor"
+               " cores; growth: fp32 accumulation over chunk_size=128 terms, state carried over <=2048 chunks;"
+               " measured worst rel_l2 1.76e-03, max_abs/peak 3.50e-03 over the 33 passing points of the H200"
+               " benchmark sweep's gate (seqlen 1K-256K, dstate 64-512, seed 0) on 2026-11-30 at 27c0d0b;"
+               " bounds 4x"),
     ("tilegym", "fp16", "fp16", "y"): Tolerance(
         rel_l2=0.002, max_abs=0.004,
         reason="fp16 u=4.9e-4: x, B, C, y stored fp16, matmul operands rounded to fp16;"
