@@ -83,38 +83,38 @@ TOLERANCES: dict[tuple[str, str, str, str], Tolerance] = {
                " entry states rounded to bf16 for HGMMA;"
                " growth: fp32 accumulation over chunk_size<=256 terms and dstate<=512, fp32 state carried across"
                " chunks; measured worst rel_l2 2.37e-03, max_abs/peak 4.72e-03 over the 33-case H200 matrix of"
-               " validation/test_cutile_gpu.py (seed 0, seqlen 1..2**21+1) on 2026-11-30 at 0804743; bounds 4x"),
+               " the cuTile GPU suite (seed 0, seqlen 1..2**21+1) on 2026-11-30, kernels of 554909f; bounds 4x"),
     ("cutile", "bf16", "bf16", "final_state"): Tolerance(
         rel_l2=0.007, max_abs=0.012,
         reason="bf16 u=3.9e-3: y stored bf16 (~u/sqrt(3) rel alone); dt-weighted B, C·Bᵀ and the chunk"
                " entry states rounded to bf16 for HGMMA;"
                " growth: fp32 accumulation over chunk_size<=256 terms and dstate<=512, fp32 state carried across"
                " chunks; measured worst rel_l2 1.73e-03, max_abs/peak 2.76e-03 over the 33-case H200 matrix of"
-               " validation/test_cutile_gpu.py (seed 0, seqlen 1..2**21+1) on 2026-11-30 at 0804743; bounds 4x"),
+               " the cuTile GPU suite (seed 0, seqlen 1..2**21+1) on 2026-11-30, kernels of 554909f; bounds 4x"),
     ("cutile", "fp16", "fp16", "y"): Tolerance(
         rel_l2=0.0012, max_abs=0.0015,
         reason="fp16 u=4.9e-4: y stored fp16, matmul operands rounded to fp16; chunk entry states fp32 (tf32 in C·hᵀ);"
                " growth: fp32 accumulation over chunk_size<=256 terms and dstate<=512, fp32 state carried across"
                " chunks; measured worst rel_l2 2.94e-04, max_abs/peak 3.66e-04 over the 33-case H200 matrix of"
-               " validation/test_cutile_gpu.py (seed 0, seqlen 1..2**21+1) on 2026-11-30 at 0804743; bounds 4x"),
+               " the cuTile GPU suite (seed 0, seqlen 1..2**21+1) on 2026-11-30, kernels of 554909f; bounds 4x"),
     ("cutile", "fp16", "fp16", "final_state"): Tolerance(
         rel_l2=0.00083, max_abs=0.0018,
         reason="fp16 u=4.9e-4: y stored fp16, matmul operands rounded to fp16; chunk entry states fp32 (tf32 in C·hᵀ);"
                " growth: fp32 accumulation over chunk_size<=256 terms and dstate<=512, fp32 state carried across"
                " chunks; measured worst rel_l2 2.07e-04, max_abs/peak 4.42e-04 over the 33-case H200 matrix of"
-               " validation/test_cutile_gpu.py (seed 0, seqlen 1..2**21+1) on 2026-11-30 at 0804743; bounds 4x"),
+               " the cuTile GPU suite (seed 0, seqlen 1..2**21+1) on 2026-11-30, kernels of 554909f; bounds 4x"),
     ("cutile", "fp32", "tf32", "y"): Tolerance(
         rel_l2=0.0016, max_abs=0.0026,
         reason="tf32 u=4.9e-4: every matmul operand rounded to tf32 on purpose; storage fp32 u=6e-8;"
                " growth: fp32 accumulation over chunk_size<=256 terms and dstate<=512, fp32 state carried across"
                " chunks; measured worst rel_l2 3.96e-04, max_abs/peak 6.46e-04 over the 33-case H200 matrix of"
-               " validation/test_cutile_gpu.py (seed 0, seqlen 1..2**21+1) on 2026-11-30 at 0804743; bounds 4x"),
+               " the cuTile GPU suite (seed 0, seqlen 1..2**21+1) on 2026-11-30, kernels of 554909f; bounds 4x"),
     ("cutile", "fp32", "tf32", "final_state"): Tolerance(
         rel_l2=0.0012, max_abs=0.0025,
         reason="tf32 u=4.9e-4: every matmul operand rounded to tf32 on purpose; storage fp32 u=6e-8;"
                " growth: fp32 accumulation over chunk_size<=256 terms and dstate<=512, fp32 state carried across"
                " chunks; measured worst rel_l2 2.94e-04, max_abs/peak 6.16e-04 over the 33-case H200 matrix of"
-               " validation/test_cutile_gpu.py (seed 0, seqlen 1..2**21+1) on 2026-11-30 at 0804743; bounds 4x"),
+               " the cuTile GPU suite (seed 0, seqlen 1..2**21+1) on 2026-11-30, kernels of 554909f; bounds 4x"),
     ("triton", "bf16", "bf16", "y"): Tolerance(
         rel_l2=0.0094, max_abs=0.025,
         reason="bf16 u=3.9e-3: y stored bf16, dt-weighted B and C·Bᵀ operands rounded to bf16 for the tensor"
