@@ -54,10 +54,11 @@ def _python(session: nox.Session) -> str:
     return sys.executable if session.venv_backend == "none" else "python"
 
 
-def _pytest(session: nox.Session, *, marker: str, extra: tuple[str, ...] = ()) -> None:
-    args = session.posargs or ["validation"]
-    session.run(_python(session), "-m", "pytest", "--strict-markers", "--strict-config", "-m", marker, *extra, *args,
-                env={"PYTHONHASHSEED": "0"})
+def _pytest(session: nox.Session, *, marker: str, paths: tuple[str, ...] = ("validation",)) -> None:
+    """pytest over ``paths`` (or the session's posargs) with the tests selected by ``marker``."""
+    args = session.posargs or list(paths)
+    session.run(_python(session), "-m", "pytest", "--strict-markers", "--strict-config", "-p", "no:cacheprovider",
+                "-m", marker, *args, env={"PYTHONHASHSEED": "0"})
 
 
 @nox.session(python=None)
@@ -79,9 +80,26 @@ def compile(session: nox.Session) -> None:
 
 @nox.session(python=None)
 def correctness(session: nox.Session) -> None:
-    """Our cuTile forward against the float64 oracle on a GPU, outputs poisoned with NaN; writes a results file."""
+    """Every implementation over every kind of input, against float64 (our outputs NaN-poisoned); results file."""
     _install(session, "test", "compile", "gpu", mamba=True)
-    _pytest(session, marker="gpu", extra=("-p", "no:cacheprovider"))
+    _pytest(session, marker="gpu", paths=("validation/test_correctness.py",))
+
+
+@nox.session(python=None)
+def stability(session: nox.Session) -> None:
+    """Every implementation on every regime, ragged and long sequences, x past 2**31 elements; results file."""
+    _install(session, "test", "compile", "gpu", mamba=True)
+    _pytest(session, marker="gpu", paths=("validation/test_stability.py",))
+
+
+@nox.session(python=None)
+def benchmark(session: nox.Session) -> None:
+    """The post's sweep for cutile, triton and tilegym: float64 gate, CUPTI kernel time, wall time, the floor.
+
+    `-- --seqlen 16384 --dstate 128 --impl cutile triton` selects a subset (`-- --help` lists the options).
+    """
+    _install(session, "test", "compile", "gpu", mamba=True)
+    session.run(_python(session), "-m", "validation.bench.run", *session.posargs)
 
 
 @nox.session(python=None)
@@ -104,7 +122,7 @@ def report(session: nox.Session) -> None:
 
 @nox.session(python=None)
 def validate(session: nox.Session) -> None:
-    """The main job: compile check, CPU tests, GPU correctness, benchmark, then the report, in order.
+    """The main job: compile check, CPU tests, correctness, stability, benchmark, then the report, in order.
 
     A failing suite does not stop the next one or the report; the session fails at the end if any did.
     Without a GPU the GPU suites record their cases as not-run (with the reason) and the report says so.
@@ -123,7 +141,8 @@ def validate(session: nox.Session) -> None:
     steps = [
         ("compile check", (*pytest, "-m", "compile", "validation")),
         ("CPU tests", (*pytest, "-m", cpu_tests, "validation")),
-        ("GPU correctness", (*pytest, "-m", "gpu", "validation")),
+        ("correctness", (*pytest, "-m", "gpu", "validation/test_correctness.py")),
+        ("stability", (*pytest, "-m", "gpu", "validation/test_stability.py")),
         ("benchmark", (py, "-m", "validation.bench.run", *session.posargs)),
         ("report", (py, "-m", "reports.render", str(run_dir), "--out", str(run_dir))),
     ]

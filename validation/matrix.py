@@ -1,0 +1,270 @@
+"""The validation matrix: every implementation on the same inputs, each judged against float64.
+
+    python -m validation.matrix correctness|stability [--impl cutile triton ...]
+
+``correctness`` sweeps shapes and dtypes (typical inputs); ``stability`` sweeps the regimes of
+DESIGN.md, ragged and long sequences, a tensor past 2**31 elements and non-contiguous views. Each
+(case, implementation) gets a status: ``pass`` or ``fail`` against the tolerance table,
+``unsupported`` (the registry says it cannot take the case, and why), ``not-run`` (it cannot run
+on this machine, and why) or ``crashed``.
+
+Cases run in a child process, case by case and implementation by implementation, so that an
+illegal memory access (which kills the CUDA context) or an exception costs only that case: the
+parent records it as crashed with the child's last words and starts a new child for the rest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from reference import ProblemSpec
+from validation.gpu import HAS_CUDA, RECURRENT_MAX_SEQLEN, judge, oracle
+from validation.registry import IMPLS
+from validation.results import ResultsFile
+
+__all__ = ["DEFAULT_IMPLS", "Task", "correctness_cases", "run_matrix", "stability_cases", "why_not"]
+
+DEFAULT_IMPLS = ("cutile", "triton", "tilegym", "reference-chunked")
+REFERENCES = ("reference-chunked", "reference-recurrent")
+BASE = dict(batch=2, seqlen=1009, nheads=8, headdim=64, ngroups=2, dstate=64, chunk_size=128, dtype="bf16",
+            regime="typical", seed=0)
+Case = tuple[str, ProblemSpec]
+
+
+def _spec(tag: str, base: dict = BASE, **change: object) -> Case:
+    return tag, ProblemSpec(**{**base, **change})
+
+
+def correctness_cases() -> list[Case]:
+    """Every kind of input a user may pass: lengths, chunk sizes x dtypes, headdims, dstates, groups, D,
+    initial state, views, and a tensor past 2**31 elements."""
+    cases = [_spec("base")]
+    cases += [_spec(f"l{n}_{why}", seqlen=n) for n, why in
+              ((1, "single_step"), (63, "one_short_of_chunk"), (127, "one_short_of_chunk"), (128, "one_chunk"),
+               (129, "one_past_chunk"), (4096, "many_chunks"))]
+    cases += [_spec(f"chunk{c}_{d}", chunk_size=c, dtype=d, dstate=128, seqlen=2 * c + 37)
+              for c in (64, 128, 256) for d in ("bf16", "fp16", "fp32")]
+    cases += [_spec(f"headdim{p}", headdim=p) for p in (32, 128)]
+    cases += [_spec(f"dstate{n}", dstate=n) for n in (16, 32, 128, 256, 512)]
+    cases += [_spec(f"dstate512_chunk256_{d}", dstate=512, chunk_size=256, headdim=128, dtype=d, seqlen=700)
+              for d in ("bf16", "fp32")]
+    cases += [_spec(f"ngroups{g}", ngroups=g) for g in (1, 8)]
+    cases += [_spec("no_D", with_D=False),
+              _spec("initial_state", with_initial_state=True),
+              _spec("initial_state_fp16_no_D", with_initial_state=True, with_D=False, dtype="fp16"),
+              _spec("projection_views", regime="projection_views"),
+              _spec("projection_views_fp32_ragged", regime="projection_views", dtype="fp32", seqlen=77)]
+    # Past 2**31 elements in x (and y): int64 indexing. 2**21 + 1 tokens x 16 heads x 64 > 2**31.
+    cases += [_spec("x_past_2pow31_elements", batch=1, seqlen=2**21 + 1, nheads=16, headdim=64, ngroups=1,
+                    dstate=16, chunk_size=256)]
+    return cases
+
+
+STABILITY_BASE = {**BASE, "seqlen": 1024}  # a multiple of the chunk, so that every implementation runs
+LONG_BASE = dict(batch=1, nheads=8, headdim=64, ngroups=1, dstate=64, chunk_size=128, dtype="bf16",
+                 regime="typical", seed=0)
+
+
+def stability_cases() -> list[Case]:
+    """Every regime in bf16 and fp32 (fp16 cannot hold the outputs of some regimes, whatever computes them),
+    ragged lengths, long sequences, x past 2**31 elements."""
+    from reference import REGIMES
+
+    cases = [_spec(f"{regime}_{dtype}", STABILITY_BASE, regime=regime, dtype=dtype,
+                   with_initial_state=regime == "large_initial_state")
+             for regime in REGIMES for dtype in ("bf16", "fp32")]
+    cases += [_spec(f"l{n}_ragged", STABILITY_BASE, seqlen=n) for n in (1, 127, 129, 1009)]
+    cases += [_spec("l1009_huge_decay_ragged", STABILITY_BASE, seqlen=1009, regime="huge_decay")]
+    cases += [_spec(f"long_l{n}", LONG_BASE, seqlen=n) for n in (2**16, 2**18, 2**20)]
+    cases += [_spec("x_past_2pow31_elements", LONG_BASE, seqlen=2**21 + 128, nheads=16, dstate=16)]
+    return cases
+
+
+@dataclass(frozen=True)
+class Task:
+    case_id: str
+    tag: str
+    spec: ProblemSpec
+    impl: str
+
+
+def _base_record(task: Task) -> dict[str, object]:
+    spec = task.spec
+    return {"id": task.case_id, "impl": task.impl, "shape": spec.shape_dict(), "dtype": spec.dtype,
+            "regime": spec.regime, "seed": spec.seed, "tag": task.tag, "with_D": spec.with_D,
+            "with_initial_state": spec.with_initial_state}
+
+
+def why_not(task: Task) -> tuple[str, str] | None:
+    """(status, reason) when the task will not run; None when it will."""
+    impl = IMPLS[task.impl]
+    if task.impl in REFERENCES and task.spec.seqlen > RECURRENT_MAX_SEQLEN:
+        return "unsupported", (f"beyond {RECURRENT_MAX_SEQLEN} tokens the oracle is the float64 chunked reference"
+                               " itself, so it cannot be judged here (test_reference.py checks it at 64K)")
+    reason = impl.unsupported_reason(task.spec)
+    if reason:
+        return "unsupported", reason
+    reason = impl.not_run_reason(has_cuda=HAS_CUDA)
+    if reason:
+        return "not-run", reason
+    return None
+
+
+# --- the child ------------------------------------------------------------------------------------
+
+def _nonfinite_allowance(spec: ProblemSpec, y_ref: torch.Tensor) -> torch.Tensor:
+    """Where a chunked form may put NaN that the recurrence does not (reference.regimes.nonfinite_input):
+    the tokens of the poisoned token's chunk before it, in the poisoned channel."""
+    t0 = spec.seqlen // 2
+    allowed = torch.zeros(y_ref.shape, dtype=torch.bool, device=y_ref.device)
+    allowed[0, t0 - t0 % spec.chunk_size:t0, 0, 0] = True
+    return allowed
+
+
+def _run_task(task: Task, cache: dict) -> dict[str, object]:
+    from kernels.alloc import poisoned
+
+    spec, impl = task.spec, IMPLS[task.impl]
+    device = torch.device("cuda" if HAS_CUDA else "cpu")
+    if cache.get("spec") != spec:
+        cache.clear()
+        inputs = spec.make_inputs(device)
+        y_ref, state_ref, oracle_name = oracle(spec, inputs)
+        cache.update(spec=spec, inputs=inputs, y_ref=y_ref, state_ref=state_ref, oracle=oracle_name)
+    inputs, y_ref, state_ref = cache["inputs"], cache["y_ref"], cache["state_ref"]
+    fn = impl.load()
+    if HAS_CUDA:
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    with poisoned():
+        y, state = fn(*inputs.as_args(), chunk_size=spec.chunk_size)
+    if HAS_CUDA:
+        torch.cuda.synchronize()
+    wall_s = time.perf_counter() - start
+    # A reference computes in float64 whatever its inputs: its rows are the fp64 ones.
+    dtype, matmul = ("fp64", "ieee") if task.impl in REFERENCES else (spec.dtype, impl.matmul[spec.dtype])
+    record = {**_base_record(task), "oracle": cache["oracle"], "first_call_s": wall_s, "matmul": matmul}
+    extra_failures = []
+    if spec.regime == "nonfinite_input":
+        lost = int((torch.isfinite(y) & ~torch.isfinite(y_ref)).sum().item())
+        if lost:
+            extra_failures.append(f"{lost} outputs are finite where the NaN input must show (it vanished)")
+        y = torch.where(_nonfinite_allowance(spec, y_ref) & ~torch.isfinite(y), y_ref.to(y.dtype), y)
+    verdict = judge(task.impl, dtype, matmul, y, state, y_ref, state_ref)
+    record.update(verdict.record())
+    failures = verdict.failures() + extra_failures
+    record["status"] = "fail" if failures else "pass"
+    if failures:
+        record["reason"] = "; ".join(failures)
+    return record
+
+
+def _child(tasks_path: Path, out_path: Path) -> int:
+    tasks = [Task(t["case_id"], t["tag"], ProblemSpec(**t["spec"]), t["impl"])
+             for t in json.loads(tasks_path.read_text())]
+    cache: dict = {}
+    with open(out_path, "a") as out:
+        for task in tasks:
+            out.write(json.dumps({"start": task.case_id}) + "\n")
+            out.flush()
+            record = _run_task(task, cache)
+            out.write(json.dumps({"record": record}, allow_nan=True) + "\n")
+            out.flush()
+            print(f"  {record['status']:<5} {task.case_id} ({record['first_call_s']:.2f} s)", file=sys.stderr,
+                  flush=True)
+    return 0
+
+
+# --- the parent -----------------------------------------------------------------------------------
+
+def _run_in_children(tasks: list[Task], log) -> list[dict[str, object]]:
+    """Run tasks in a child process; on a crash record it and go on with a new child."""
+    records: list[dict[str, object]] = []
+    remaining = list(tasks)
+    with tempfile.TemporaryDirectory(prefix="ssd-matrix-") as tmp:
+        while remaining:
+            tasks_path, out_path = Path(tmp, "tasks.json"), Path(tmp, "out.jsonl")
+            tasks_path.write_text(json.dumps([{"case_id": t.case_id, "tag": t.tag, "spec": t.spec.as_dict(),
+                                               "impl": t.impl} for t in remaining]))
+            out_path.write_text("")
+            child = subprocess.Popen([sys.executable, "-m", "validation.matrix", "--child", str(tasks_path),
+                                      str(out_path)], stderr=subprocess.PIPE, text=True)
+            last_words: deque[str] = deque(maxlen=8)
+            for line in child.stderr:  # progress, shown as it comes; the last lines explain a crash
+                log(line.rstrip())
+                last_words.append(line.rstrip())
+            returncode = child.wait()
+            finished, started = [], None
+            for line in out_path.read_text().splitlines():
+                item = json.loads(line)
+                if "start" in item:
+                    started = item["start"]
+                else:
+                    finished.append(item["record"])
+                    started = None
+            records += finished
+            remaining = remaining[len(finished):]
+            if returncode == 0:
+                break
+            tail = [w for w in last_words if w.strip()][-6:]
+            if started is None:  # it died before starting a case: nothing more will run
+                for t in remaining:
+                    records.append({**_base_record(t), "status": "crashed",
+                                    "reason": f"the child process failed before this case: {' | '.join(tail)}"})
+                break
+            crashed, remaining = remaining[0], remaining[1:]
+            log(f"  CRASH {crashed.case_id}: {tail[-1] if tail else returncode}")
+            records.append({**_base_record(crashed), "status": "crashed",
+                            "reason": f"child exited {returncode}: {tail[-1] if tail else ''}"
+                                      f" (its last lines: {' | '.join(tail[:-1])})"})
+    return records
+
+
+def run_matrix(suite: str, impls: tuple[str, ...] = DEFAULT_IMPLS, log=print) -> ResultsFile:
+    cases = correctness_cases() if suite == "correctness" else stability_cases()
+    results = ResultsFile(suite)
+    runnable = []
+    for tag, spec in cases:
+        for name in impls:
+            task = Task(spec.case_id(name, tag), tag, spec, name)
+            why = why_not(task)
+            if why:
+                results.add({**_base_record(task), "status": why[0], "reason": why[1]})
+            else:
+                runnable.append(task)
+    log(f"{suite}: {len(runnable)} runs of {len(cases)} cases x {len(impls)} implementations"
+        f" ({len(results.cases)} unsupported or not runnable here)")
+    start = time.perf_counter()
+    for record in _run_in_children(runnable, log):
+        results.add(record)
+    log(f"{suite}: {time.perf_counter() - start:.0f} s; {results.summary()}")
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("suite", nargs="?", choices=("correctness", "stability"))
+    parser.add_argument("--impl", nargs="+", default=list(DEFAULT_IMPLS), choices=sorted(IMPLS))
+    parser.add_argument("--child", nargs=2, type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        return _child(*args.child)
+    if args.suite is None:
+        parser.error("name a suite: correctness or stability")
+    results = run_matrix(args.suite, tuple(args.impl))
+    print(f"{args.suite}: wrote {results.write()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
