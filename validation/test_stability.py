@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from validation.matrix import Task, run_matrix, stability_cases, why_not
+from validation.matrix import FIXED_CONFIG_NOTE, Task, run_matrix, stability_cases, why_not
 
 pytestmark = pytest.mark.gpu
 
@@ -22,7 +22,7 @@ CASES = [(tag, spec, impl) for tag, spec in stability_cases() for impl in ("cuti
 @pytest.fixture(scope="module")
 def records() -> dict[str, dict]:
     results = run_matrix("stability")
-    path = results.write()
+    path = results.write(notes=[FIXED_CONFIG_NOTE])
     print(f"\nstability results: {path} {results.summary()}")
     return {r["id"]: r for r in results.cases}
 
