@@ -63,9 +63,9 @@ def environment(seeds: list[int] | None = None) -> dict[str, object]:
 
     put("suite_version", suite_version())
     commit, why = _run(["git", "rev-parse", "HEAD"])
-    if commit is None and os.environ.get("SSD_GIT_COMMIT"):  # the container has no .git; its build says
+    if commit is None and os.environ.get("SSD_GIT_COMMIT"):  # no .git here (the container, a copied tree)
         commit, why = os.environ["SSD_GIT_COMMIT"], None
-        put("git_dirty", None, "built into the container from a checkout at SSD_GIT_COMMIT; no .git to ask")
+        put("git_dirty", None, "no .git here to ask; the commit is SSD_GIT_COMMIT, given by whoever copied the tree")
     else:
         status, why_dirty = _run(["git", "status", "--porcelain", "--untracked-files=no"])
         put("git_dirty", None if status is None else bool(status), why_dirty)
