@@ -14,6 +14,7 @@ are measured in the same run, so every time is also a fraction of the analytic f
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -24,10 +25,11 @@ import torch
 from reference import ProblemSpec, ssd_chunked
 from validation.bench.flops import cost, floor_us
 from validation.bench.published import PUBLISHED_B300
+from validation.bench.pytest_benchmark_json import convert
 from validation.bench.timing import cupti_kernel_us, first_call_s, wall_us
 from validation.gpu import HAS_CUDA, NO_CUDA_REASON, judge
 from validation.registry import IMPLS
-from validation.results import ResultsFile
+from validation.results import ResultsFile, write_json_atomic
 
 SEQLENS = tuple(2**k for k in range(10, 19))        # 1K .. 256K
 DSTATES = (64, 128, 256, 512)
@@ -173,7 +175,9 @@ def main(argv: list[str] | None = None) -> int:
                 results.add({"id": spec.case_id(name), "impl": name, "shape": spec.shape_dict(), "dtype": spec.dtype,
                              "regime": spec.regime, "status": "not-run", "reason": f"not reached: {why}"})
     path = results.write(ceilings=ceilings, **extra)
-    _progress(f"benchmark: wrote {path} {results.summary()}")
+    # The same numbers as a pytest-benchmark file, beside raw/, for `pytest-benchmark compare`.
+    pb = write_json_atomic(path.parent.parent / "pytest-benchmark.json", convert(json.loads(path.read_text())))
+    _progress(f"benchmark: wrote {path} {results.summary()} and {pb}")
     return 1 if results.summary()["fail"] or results.summary()["crashed"] else 0
 
 

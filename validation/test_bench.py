@@ -1,0 +1,48 @@
+"""The benchmark's pieces that a CPU can check: the analytic floor, the statistics, the pytest-benchmark file."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from validation.bench.flops import cost, floor_us
+from validation.bench.pytest_benchmark_json import convert
+from validation.bench.timing import Samples
+
+HEADLINE = dict(batch=4, seqlen=16384, nheads=8, headdim=64, ngroups=1, dstate=128, chunk_size=128, dtype="bf16")
+
+
+def test_headline_floor_matches_the_design_estimate() -> None:
+    """DESIGN.md: ~170 MB of compulsory traffic, ~28 GFLOP with C·Bᵀ shared by a group, ~40-55 us on an H200."""
+    c = cost(**HEADLINE)
+    assert 165e6 < c.bytes < 175e6, f"compulsory bytes {c.bytes / 1e6:.1f} MB; expected ~170 MB"
+    assert 27e9 < c.flops < 29e9, f"FLOPs {c.flops / 1e9:.1f} G; expected ~28 G"
+    assert 38 < floor_us(c, bandwidth_gbs=4300, tflops=790) < 56
+
+
+def test_flops_grow_linearly_with_seqlen_and_heads_share_cb_within_a_group() -> None:
+    one = cost(**HEADLINE)
+    two = cost(**{**HEADLINE, "seqlen": 2 * HEADLINE["seqlen"]})
+    assert two.flops == 2 * one.flops
+    per_head_groups = cost(**{**HEADLINE, "ngroups": 8})
+    assert per_head_groups.flops > one.flops, "C·Bᵀ per head (8 groups) must cost more than one shared C·Bᵀ"
+
+
+def test_samples_statistics() -> None:
+    s = Samples([float(v) for v in range(1, 12)]).as_dict()
+    assert (s["median"], s["p10"], s["p90"], s["reps"]) == (6.0, 2.0, 10.0, 11)
+    assert s["rel_std"] == pytest.approx(3.1623 / 6.0, rel=1e-3)
+
+
+def test_pytest_benchmark_file_carries_the_cupti_samples() -> None:
+    case = {"id": "cutile-bf16-x", "impl": "cutile", "status": "pass", "dtype": "bf16",
+            "shape": {"seqlen": 1024, "dstate": 64},
+            "kernel_us": {**Samples([10.0, 12.0, 11.0]).as_dict()}, "wall_us": Samples([50.0]).as_dict()}
+    skipped = {"id": "triton-bf16-x", "impl": "triton", "status": "fail", "reason": "gate"}
+    doc = convert({"environment": {"gpu_name": "synthetic-test-gpu"}, "created": "2026-11-30T00:00:00+00:00",
+                   "cases": [case, skipped]})
+    (bench,) = doc["benchmarks"]
+    assert bench["stats"]["median"] == pytest.approx(11e-6) and bench["stats"]["rounds"] == 3
+    assert bench["extra_info"]["kernel_us"]["median"] == 11.0 and "samples" not in bench["extra_info"]["kernel_us"]
+    json.dumps(doc)
