@@ -9,10 +9,9 @@ from __future__ import annotations
 import html
 import json
 import math
-import os
-import tempfile
 from collections.abc import Iterable, Mapping
-from pathlib import Path
+
+from validation.results import write_text_atomic
 
 __all__ = ["DASH", "ReportError", "dash", "esc", "fmt", "interval", "num", "page", "shape_cell", "shape_text",
            "status_badge",
@@ -132,25 +131,3 @@ def page(title: str, body: str) -> str:
             f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
             f'<meta name="viewport" content="width=device-width,initial-scale=1">'
             f"<title>{esc(title)}</title><style>{STYLE}</style></head>\n<body>\n{body}\n</body></html>\n")
-
-
-def write_text_atomic(path: Path, data: str | bytes, *, overwrite: bool = False) -> Path:
-    """The pattern of ``validation.results.write_json_atomic`` for text and bytes: temp file, then link or rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode() if isinstance(data, str) else data)
-            f.flush()
-            os.fsync(f.fileno())
-        if overwrite:
-            os.replace(tmp, path)
-        else:
-            try:
-                os.link(tmp, path)
-            except FileExistsError:
-                raise FileExistsError(f"{path} exists; pass --overwrite to replace it") from None
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from validation.provenance import ROOT, environment, now_iso, suite_version
 
-__all__ = ["SCHEMA_VERSION", "STATUSES", "ResultsFile", "run_dir", "write_json_atomic"]
+__all__ = ["SCHEMA_VERSION", "STATUSES", "ResultsFile", "run_dir", "write_json_atomic", "write_text_atomic"]
 
 SCHEMA_VERSION = 1
 SUITES = ("correctness", "stability", "benchmark", "compile", "reference")
@@ -40,17 +40,16 @@ def _jsonable(value: object) -> object:
     return value
 
 
-def write_json_atomic(path: Path, payload: object, *, overwrite: bool = False) -> Path:
-    """Write ``payload`` to ``path`` in one step: a reader sees the old file or the whole new one.
+def write_text_atomic(path: Path, data: str | bytes, *, overwrite: bool = False) -> Path:
+    """Write ``data`` to ``path`` in one step: a reader sees the old file or the whole new one.
 
     Without ``overwrite`` an existing file is never replaced (``FileExistsError``).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(_jsonable(payload), f, indent=1, sort_keys=False, allow_nan=False)
-            f.write("\n")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode() if isinstance(data, str) else data)
             f.flush()
             os.fsync(f.fileno())
         if overwrite:
@@ -59,11 +58,17 @@ def write_json_atomic(path: Path, payload: object, *, overwrite: bool = False) -
             try:
                 os.link(tmp, path)  # fails if path exists: no clobbering, still atomic
             except FileExistsError:
-                raise FileExistsError(f"{path} exists; results are never overwritten") from None
+                raise FileExistsError(f"{path} exists and is never overwritten unless asked") from None
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
     return path
+
+
+def write_json_atomic(path: Path, payload: object, *, overwrite: bool = False) -> Path:
+    """``payload`` as JSON (NaN and Inf as strings), written by ``write_text_atomic``."""
+    text = json.dumps(_jsonable(payload), indent=1, allow_nan=False) + "\n"
+    return write_text_atomic(path, text, overwrite=overwrite)
 
 
 class ResultsFile:
