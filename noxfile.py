@@ -55,17 +55,20 @@ def _python(session: nox.Session) -> str:
 
 
 def _pytest(session: nox.Session, *, marker: str, paths: tuple[str, ...] = ("validation",)) -> None:
-    """pytest over ``paths`` (or the session's posargs) with the tests selected by ``marker``."""
+    """pytest over ``paths`` (or the session's posargs) with the tests selected by ``marker``; the results
+    files of the suites it runs go to one new run directory (printed at the end of the run)."""
     args = session.posargs or list(paths)
+    env = {"PYTHONHASHSEED": "0", "SSD_RUN_DIR": str(_run_dir(session))}
     session.run(_python(session), "-m", "pytest", "--strict-markers", "--strict-config", "-p", "no:cacheprovider",
-                "-m", marker, *args, env={"PYTHONHASHSEED": "0"})
+                "-m", marker, *args, env=env)
 
 
 @nox.session(python=None)
 def tests(session: nox.Session) -> None:
     """The CPU suite (what CI runs): references, input checks, Triton under the interpreter, cuTile compile check.
 
-    GPU tests are deselected here; `nox -s correctness` runs them.
+    Also the correctness and stability matrices: on a CPU the references run there and every GPU case is
+    recorded not-run with its reason.
     """
     _install(session, "test", "compile", mamba=True)
     _pytest(session, marker="not gpu")
@@ -82,14 +85,14 @@ def compile(session: nox.Session) -> None:
 def correctness(session: nox.Session) -> None:
     """Every implementation over every kind of input, against float64 (our outputs NaN-poisoned); results file."""
     _install(session, "test", "compile", "gpu", mamba=True)
-    _pytest(session, marker="gpu", paths=("validation/test_correctness.py",))
+    _pytest(session, marker="matrix", paths=("validation/test_correctness.py",))
 
 
 @nox.session(python=None)
 def stability(session: nox.Session) -> None:
     """Every implementation on every regime, ragged and long sequences, x past 2**31 elements; results file."""
     _install(session, "test", "compile", "gpu", mamba=True)
-    _pytest(session, marker="gpu", paths=("validation/test_stability.py",))
+    _pytest(session, marker="matrix", paths=("validation/test_stability.py",))
 
 
 @nox.session(python=None)
@@ -132,7 +135,7 @@ def validate(session: nox.Session) -> None:
     env = {"SSD_RUN_DIR": str(run_dir), "PYTHONHASHSEED": "0"}
     py = _python(session)
     pytest = (py, "-m", "pytest", "--strict-markers", "--strict-config", "-p", "no:cacheprovider")
-    cpu_tests = "not gpu and not compile and not browser and not container"
+    cpu_tests = "not gpu and not matrix and not compile and not browser and not container"
     if _has_gpu(session):
         # The interpreter exists so that a CPU can run the Triton baseline; on a GPU it runs compiled, judged
         # by the GPU suites (and the interpreter depends on the pinned triton, which a prepared GPU box may lack).
@@ -141,8 +144,8 @@ def validate(session: nox.Session) -> None:
     steps = [
         ("compile check", (*pytest, "-m", "compile", "validation")),
         ("CPU tests", (*pytest, "-m", cpu_tests, "validation")),
-        ("correctness", (*pytest, "-m", "gpu", "validation/test_correctness.py")),
-        ("stability", (*pytest, "-m", "gpu", "validation/test_stability.py")),
+        ("correctness", (*pytest, "-m", "matrix", "validation/test_correctness.py")),
+        ("stability", (*pytest, "-m", "matrix", "validation/test_stability.py")),
         ("benchmark", (py, "-m", "validation.bench.run", *session.posargs)),
         ("report", (py, "-m", "reports.render", str(run_dir), "--out", str(run_dir))),
     ]

@@ -12,7 +12,7 @@ import pytest
 
 from validation.matrix import FIXED_CONFIG_NOTE, correctness_cases, run_matrix
 
-pytestmark = pytest.mark.gpu
+pytestmark = pytest.mark.matrix
 
 CASES = correctness_cases()
 

@@ -12,7 +12,7 @@ import pytest
 
 from validation.matrix import FIXED_CONFIG_NOTE, Task, run_matrix, stability_cases, why_not
 
-pytestmark = pytest.mark.gpu
+pytestmark = pytest.mark.matrix
 
 # What an implementation cannot take is recorded as unsupported by the matrix, not turned into a test.
 CASES = [(tag, spec, impl) for tag, spec in stability_cases() for impl in ("cutile", "reference-chunked")
