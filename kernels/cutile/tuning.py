@@ -58,7 +58,9 @@ def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: 
     floor_n = min(dims.dstate, 32)
     while block_n > floor_n and dims.batch * dims.nheads * (dims.headdim // block_p) * (dims.dstate // block_n) < _TARGET_PROGRAMS:
         block_n //= 2
-    return StatePassConfig(block_p=block_p, block_n=block_n, latency=4)
+    # latency 8: measured 5-8% faster than 4 at (16384 tokens, dstate 128 and 512) on the H200
+    # (validation/bench/explore_cutile.py, 2026-11-30).
+    return StatePassConfig(block_p=block_p, block_n=block_n, latency=8)
 
 
 def chunk_out_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> ChunkOutConfig:
@@ -66,5 +68,9 @@ def chunk_out_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: i
     # 128 x 128 + 128 x 64 fp32 is the most we hold; chunk 256 therefore runs as 2 row blocks.
     block_m = min(chunk_size, 128)
     block_p = min(dims.headdim, 64)
-    block_n = min(dims.dstate, 64)
-    return ChunkOutConfig(block_m=block_m, block_p=block_p, block_n=block_n, latency=4)
+    if dtype in (torch.bfloat16, torch.float16):
+        # 128-wide dstate steps at occupancy 2: 357 -> 277 us at (16384 tokens, dstate 128) and 905 -> 849 us
+        # at dstate 512 on the H200 (validation/bench/explore_cutile.py, 2026-11-30). fp32 (tf32) operand tiles
+        # are twice the bytes, so fp32 keeps the narrower step until it is measured.
+        return ChunkOutConfig(block_m=block_m, block_p=block_p, block_n=min(dims.dstate, 128), latency=4, occupancy=2)
+    return ChunkOutConfig(block_m=block_m, block_p=block_p, block_n=min(dims.dstate, 64), latency=4)
