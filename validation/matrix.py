@@ -3,7 +3,9 @@
     python -m validation.matrix correctness|stability [--impl cutile triton ...]
 
 ``correctness`` sweeps shapes and dtypes (typical inputs); ``stability`` sweeps the regimes of
-DESIGN.md, ragged and long sequences, a tensor past 2**31 elements and non-contiguous views. Each
+DESIGN.md, ragged and long sequences, a tensor past 2**31 elements and non-contiguous views. Where no
+GPU is, ``stability`` also runs the Triton baseline under the interpreter (``triton-interpreter``) on a
+tiny variant of each case (batch 1, <= 40 tokens, 2 heads, headdim and dstate 16, chunk 16). Each
 (case, implementation) gets a status: ``pass`` or ``fail`` against the tolerance table,
 ``unsupported`` (the registry says it cannot take the case, and why), ``not-run`` (it cannot run
 on this machine, and why) or ``crashed``.
@@ -16,6 +18,7 @@ parent records it as crashed with the child's last words and starts a new child 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -32,10 +35,12 @@ from reference import ProblemSpec
 from validation.gpu import HAS_CUDA, RECURRENT_MAX_SEQLEN, judge, oracle
 from validation.registry import IMPLS
 from validation.results import ResultsFile
+from validation.triton_interpreter import INTERPRETER_ENV, cpu_device_shim
 
 __all__ = ["DEFAULT_IMPLS", "Task", "correctness_cases", "run_matrix", "stability_cases", "why_not"]
 
 DEFAULT_IMPLS = ("cutile", "triton", "tilegym", "reference-chunked")
+SUITE_IMPLS = {"correctness": DEFAULT_IMPLS, "stability": (*DEFAULT_IMPLS, "triton-interpreter")}
 REFERENCES = ("reference-chunked", "reference-recurrent")
 BASE = dict(batch=2, seqlen=1009, nheads=8, headdim=64, ngroups=2, dstate=64, chunk_size=128, dtype="bf16",
             regime="typical", seed=0)
@@ -89,6 +94,14 @@ def stability_cases() -> list[Case]:
     cases += [_spec(f"long_l{n}", LONG_BASE, seqlen=n) for n in (2**16, 2**18, 2**20)]
     cases += [_spec("x_past_2pow31_elements", LONG_BASE, seqlen=2**21 + 128, nheads=16, dstate=16)]
     return cases
+
+
+def tiny(spec: ProblemSpec) -> ProblemSpec:
+    """The case at a size the Triton interpreter runs in seconds on a CPU: same regime, dtype, seed,
+    D and initial state."""
+    return ProblemSpec(batch=1, seqlen=min(spec.seqlen, 40), nheads=2, headdim=16, ngroups=1, dstate=16,
+                       chunk_size=16, dtype=spec.dtype, regime=spec.regime, seed=spec.seed, with_D=spec.with_D,
+                       with_initial_state=spec.with_initial_state)
 
 
 @dataclass(frozen=True)
@@ -147,7 +160,7 @@ def _run_task(task: Task, cache: dict) -> dict[str, object]:
     if HAS_CUDA:
         torch.cuda.synchronize()
     start = time.perf_counter()
-    with poisoned():
+    with poisoned(), (cpu_device_shim() if impl.interpreter else contextlib.nullcontext()):
         y, state = fn(*inputs.as_args(), chunk_size=spec.chunk_size)
     if HAS_CUDA:
         torch.cuda.synchronize()
@@ -188,8 +201,9 @@ def _child(tasks_path: Path, out_path: Path) -> int:
 
 # --- the parent -----------------------------------------------------------------------------------
 
-def _run_in_children(tasks: list[Task], log) -> list[dict[str, object]]:
-    """Run tasks in a child process; on a crash record it and go on with a new child."""
+def _run_in_children(tasks: list[Task], log, env: dict[str, str] | None = None) -> list[dict[str, object]]:
+    """Run tasks in a child process (``env`` added to its environment); on a crash record it and go on
+    with a new child."""
     records: list[dict[str, object]] = []
     remaining = list(tasks)
     with tempfile.TemporaryDirectory(prefix="ssd-matrix-") as tmp:
@@ -199,7 +213,8 @@ def _run_in_children(tasks: list[Task], log) -> list[dict[str, object]]:
                                                "impl": t.impl} for t in remaining]))
             out_path.write_text("")
             child = subprocess.Popen([sys.executable, "-m", "validation.matrix", "--child", str(tasks_path),
-                                      str(out_path)], stderr=subprocess.PIPE, text=True)
+                                      str(out_path)], stderr=subprocess.PIPE, text=True,
+                                     env={**os.environ, **(env or {})})
             last_words: deque[str] = deque(maxlen=8)
             for line in child.stderr:  # progress, shown as it comes; the last lines explain a crash
                 log(line.rstrip())
@@ -239,24 +254,44 @@ FIXED_CONFIG_NOTE = ("triton ran with MAMBA_DETERMINISTIC=1 and tilegym with TIL
                      "kernel configuration each, autotune off (block sizes only; the benchmark autotunes Triton)")
 
 
-def run_matrix(suite: str, impls: tuple[str, ...] = DEFAULT_IMPLS, log=print) -> ResultsFile:
-    os.environ.update(FIXED_CONFIG_ENV)  # inherited by the children; recorded in the results' environment
+def tasks_for(suite: str, impls: tuple[str, ...]) -> list[Task]:
+    """Every (case, implementation) of the suite; the interpreter gets each case's tiny variant, once."""
     cases = correctness_cases() if suite == "correctness" else stability_cases()
-    results = ResultsFile(suite)
-    runnable = []
+    tasks, seen = [], set()
     for tag, spec in cases:
         for name in impls:
-            task = Task(spec.case_id(name, tag), tag, spec, name)
-            why = why_not(task)
-            if why:
-                results.add({**_base_record(task), "status": why[0], "reason": why[1]})
+            if IMPLS[name].interpreter:
+                spec_here, tag_here = tiny(spec), f"{tag}_tiny"
+                if spec_here in seen:
+                    continue
+                seen.add(spec_here)
             else:
-                runnable.append(task)
-    log(f"{suite}: {len(runnable)} runs of {len(cases)} cases x {len(impls)} implementations"
-        f" ({len(results.cases)} unsupported or not runnable here)")
+                spec_here, tag_here = spec, tag
+            tasks.append(Task(spec_here.case_id(name, tag_here), tag_here, spec_here, name))
+    return tasks
+
+
+def run_matrix(suite: str, impls: tuple[str, ...] | None = None, log=print) -> ResultsFile:
+    os.environ.update(FIXED_CONFIG_ENV)  # inherited by the children; recorded in the results' environment
+    impls = impls or SUITE_IMPLS[suite]
+    results = ResultsFile(suite)
+    runnable = []
+    for task in tasks_for(suite, impls):
+        why = why_not(task)
+        if why:
+            results.add({**_base_record(task), "status": why[0], "reason": why[1]})
+        else:
+            runnable.append(task)
+    log(f"{suite}: {len(runnable)} runs over {len(impls)} implementations"
+        f" ({len(results.cases)} more unsupported or not runnable here)")
     start = time.perf_counter()
-    for record in _run_in_children(runnable, log):
+    compiled = [t for t in runnable if not IMPLS[t.impl].interpreter]
+    interpreted = [t for t in runnable if IMPLS[t.impl].interpreter]
+    for record in _run_in_children(compiled, log):
         results.add(record)
+    if interpreted:  # TRITON_INTERPRET must be set before triton is imported: a child of their own
+        for record in _run_in_children(interpreted, log, env=INTERPRETER_ENV):
+            results.add(record)
     log(f"{suite}: {time.perf_counter() - start:.0f} s; {results.summary()}")
     return results
 
@@ -264,14 +299,15 @@ def run_matrix(suite: str, impls: tuple[str, ...] = DEFAULT_IMPLS, log=print) ->
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("suite", nargs="?", choices=("correctness", "stability"))
-    parser.add_argument("--impl", nargs="+", default=list(DEFAULT_IMPLS), choices=sorted(IMPLS))
+    parser.add_argument("--impl", nargs="+", default=None, choices=sorted(IMPLS),
+                        help="default: every implementation the suite covers")
     parser.add_argument("--child", nargs=2, type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         return _child(*args.child)
     if args.suite is None:
         parser.error("name a suite: correctness or stability")
-    results = run_matrix(args.suite, tuple(args.impl))
+    results = run_matrix(args.suite, tuple(args.impl) if args.impl else None)
     print(f"{args.suite}: wrote {results.write(notes=[FIXED_CONFIG_NOTE])}")
     return 0
 

@@ -32,6 +32,7 @@ class Impl:
     headdims: tuple[int, ...] | None = None
     dstates: tuple[int, ...] | None = None
     int64_indexing: bool = True         # tensors past 2**31 elements
+    interpreter: bool = False           # Triton under TRITON_INTERPRET=1: CPU machines only, tiny shapes
     notes: tuple[str, ...] = field(default=())
 
     def load(self) -> SSDForward:
@@ -42,10 +43,16 @@ class Impl:
         """Why this implementation cannot run on this machine (None: it can)."""
         if self.needs_cuda and not has_cuda:
             return f"{self.name} needs a CUDA device; torch.cuda.is_available() is False"
+        if self.interpreter and has_cuda:
+            return (f"{self.name} stands in for the compiled Triton baseline where no GPU is; here the "
+                    "compiled baseline (triton) is judged instead")
         return None
 
     def unsupported_reason(self, spec: ProblemSpec) -> str | None:
         """Why this implementation cannot take ``spec`` (None: it can)."""
+        if self.interpreter and spec.dtype == "bf16":
+            return (f"{self.name}: the interpreter's bf16 tl.dot is wrong "
+                    "(https://github.com/triton-lang/triton/issues/11584); bf16 Triton numerics need a GPU")
         if spec.dtype not in self.dtypes:
             return f"{self.name} takes x/B/C in {', '.join(self.dtypes)}; the case is {spec.dtype}"
         if self.chunk_sizes is not None and spec.chunk_size not in self.chunk_sizes:
@@ -81,6 +88,11 @@ IMPLS: dict[str, Impl] = {
         matmul={"bf16": "bf16", "fp16": "fp16", "fp32": "tf32"},
         notes=("mamba_ssm 2.3.2.post1 indexes with int32 (mamba issue 1015): cases past 2**31 elements run "
                "and are judged, so the suite can catch the corruption",)),
+    "triton-interpreter": Impl(
+        "triton-interpreter", "kernels.triton:ssd_fwd_triton", needs_cuda=False, dtypes=("fp32", "fp16"),
+        matmul={"fp32": "ieee", "fp16": "ieee"}, interpreter=True,
+        notes=("mamba_ssm's Triton kernels under TRITON_INTERPRET=1 on a CPU, at tiny shapes; no bf16: the "
+               "interpreter's bf16 tl.dot is wrong (https://github.com/triton-lang/triton/issues/11584)",)),
     "tilegym": Impl(
         "tilegym", "kernels.tilegym:ssd_fwd_tilegym", needs_cuda=True, dtypes=("bf16", "fp16", "fp32"),
         matmul={"bf16": "bf16", "fp16": "fp16", "fp32": "tf32"}, ragged=False),
