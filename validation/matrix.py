@@ -4,8 +4,8 @@
 
 ``correctness`` sweeps shapes and dtypes (typical inputs); ``stability`` sweeps the regimes of
 DESIGN.md, ragged and long sequences, a tensor past 2**31 elements and non-contiguous views. Where no
-GPU is, ``stability`` also runs the Triton baseline under the interpreter (``triton-interpreter``) on a
-tiny variant of each case (batch 1, <= 40 tokens, 2 heads, headdim and dstate 16, chunk 16). Each
+GPU is, both also run the Triton baseline under the interpreter (``triton-interpreter``) on a tiny
+variant of each case (batch 1, <= 40 tokens, 2 heads, headdim and dstate 16, chunk 16), once per variant. Each
 (case, implementation) gets a status: ``pass`` or ``fail`` against the tolerance table,
 ``unsupported`` (the registry says it cannot take the case, and why), ``not-run`` (it cannot run
 on this machine, and why) or ``crashed``.
@@ -40,7 +40,7 @@ from validation.triton_interpreter import INTERPRETER_ENV, cpu_device_shim
 __all__ = ["DEFAULT_IMPLS", "Task", "correctness_cases", "run_matrix", "stability_cases", "why_not"]
 
 DEFAULT_IMPLS = ("cutile", "triton", "tilegym", "reference-chunked")
-SUITE_IMPLS = {"correctness": DEFAULT_IMPLS, "stability": (*DEFAULT_IMPLS, "triton-interpreter")}
+SUITE_IMPLS = {suite: (*DEFAULT_IMPLS, "triton-interpreter") for suite in ("correctness", "stability")}
 REFERENCES = ("reference-chunked", "reference-recurrent")
 BASE = dict(batch=2, seqlen=1009, nheads=8, headdim=64, ngroups=2, dstate=64, chunk_size=128, dtype="bf16",
             regime="typical", seed=0)
