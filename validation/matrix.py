@@ -296,6 +296,13 @@ def run_matrix(suite: str, impls: tuple[str, ...] | None = None, log=print) -> R
     return results
 
 
+def run_and_write(suite: str) -> dict[str, dict[str, object]]:
+    """Run the suite's matrix, write its results file, and return its records by case id."""
+    results = run_matrix(suite)
+    print(f"\n{suite} results: {results.write(notes=[FIXED_CONFIG_NOTE])} {results.summary()}")
+    return {r["id"]: r for r in results.cases}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("suite", nargs="?", choices=("correctness", "stability"))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from validation.matrix import FIXED_CONFIG_NOTE, correctness_cases, run_matrix
+from validation.matrix import correctness_cases, run_and_write
 
 pytestmark = pytest.mark.matrix
 
@@ -19,10 +19,7 @@ CASES = correctness_cases()
 
 @pytest.fixture(scope="module")
 def records() -> dict[str, dict]:
-    results = run_matrix("correctness")
-    path = results.write(notes=[FIXED_CONFIG_NOTE])
-    print(f"\ncorrectness results: {path} {results.summary()}")
-    return {r["id"]: r for r in results.cases}
+    return run_and_write("correctness")
 
 
 @pytest.mark.parametrize("tag,spec", CASES, ids=[spec.case_id("cutile", tag) for tag, spec in CASES])

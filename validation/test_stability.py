@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from validation.matrix import FIXED_CONFIG_NOTE, Task, run_matrix, stability_cases, why_not
+from validation.matrix import Task, run_and_write, stability_cases, why_not
 
 pytestmark = pytest.mark.matrix
 
@@ -21,10 +21,7 @@ CASES = [(tag, spec, impl) for tag, spec in stability_cases() for impl in ("cuti
 
 @pytest.fixture(scope="module")
 def records() -> dict[str, dict]:
-    results = run_matrix("stability")
-    path = results.write(notes=[FIXED_CONFIG_NOTE])
-    print(f"\nstability results: {path} {results.summary()}")
-    return {r["id"]: r for r in results.cases}
+    return run_and_write("stability")
 
 
 @pytest.mark.parametrize("tag,spec,impl", CASES, ids=[spec.case_id(impl, tag) for tag, spec, impl in CASES])

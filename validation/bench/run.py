@@ -38,6 +38,11 @@ POINT = dict(batch=4, nheads=8, headdim=64, ngroups=1, chunk_size=128, dtype="bf
 WARMUP_S = 0.1
 
 
+def _not_run(spec: ProblemSpec, impl: str, reason: str) -> dict[str, object]:
+    return {"id": spec.case_id(impl), "impl": impl, "shape": spec.shape_dict(), "dtype": spec.dtype,
+            "regime": spec.regime, "status": "not-run", "reason": reason}
+
+
 def _progress(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
@@ -144,8 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         _progress(f"benchmark: {NO_CUDA_REASON}. It needs a GPU; nothing was measured.")
         for spec in specs:
             for name in args.impl:
-                results.add({"id": spec.case_id(name), "impl": name, "shape": spec.shape_dict(),
-                             "dtype": spec.dtype, "regime": spec.regime, "status": "not-run", "reason": NO_CUDA_REASON})
+                results.add(_not_run(spec, name, NO_CUDA_REASON))
         _progress(f"benchmark: wrote {results.write(**extra)}")
         return 0
     # A run stopped from outside (SIGTERM, Ctrl-C) still writes what it measured; the rest is not-run.
@@ -172,8 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         _progress(f"benchmark: {why} after {done} of {len(specs)} points; the rest is recorded as not-run")
         for spec in specs[done:]:
             for name in args.impl:
-                results.add({"id": spec.case_id(name), "impl": name, "shape": spec.shape_dict(), "dtype": spec.dtype,
-                             "regime": spec.regime, "status": "not-run", "reason": f"not reached: {why}"})
+                results.add(_not_run(spec, name, f"not reached: {why}"))
     path = results.write(ceilings=ceilings, **extra)
     # The same numbers as a pytest-benchmark file, beside raw/, for `pytest-benchmark compare`.
     pb = write_json_atomic(path.parent.parent / "pytest-benchmark.json", convert(json.loads(path.read_text())))
