@@ -202,7 +202,18 @@ def _timing(stats: object) -> tuple[str, str, str]:
 
 def _tuning_note(run: Run) -> str:
     tuning = run.files["benchmark"].get("tilegym_tuning")
+    if isinstance(tuning, dict):  # since the tuning store; earlier runs wrote one sentence
+        tuning = f"{tuning.get('mode')}: {tuning.get('what')}"
     return f" TileGym's tuning in this run: {esc(tuning)}." if tuning else ""
+
+
+def _config_source(case: dict) -> str:
+    """Where TileGym's config for this case came from, one line per distinct source."""
+    decisions = case.get("tilegym_tuning")
+    if not isinstance(decisions, list) or not decisions:
+        return ""
+    sources = sorted({str(d.get("source")) for d in decisions if isinstance(d, dict)})
+    return f'<br><span class="why">TileGym config: {esc("; ".join(sources))}</span>'
 
 
 def times(run: Run) -> str:
@@ -219,7 +230,7 @@ def times(run: Run) -> str:
             timing = ["#" + k[0], "#" + k[1], "#" + k[2], "#" + fmt(reps), "#" + w[0], "#" + w[1],
                       "#" + fmt(c.get("compile_s"), reason=_why(c, "compile_s"))]
         variant = f'<br><span class="why">variant {esc(c["variant"])}</span>' if c.get("variant") else ""
-        rows.append([f"<code>{esc(c['id'])}</code>{variant}", esc(c["impl"]),
+        rows.append([f"<code>{esc(c['id'])}</code>{variant}{_config_source(c)}", esc(c["impl"]),
                      shape_cell(c.get("shape")), esc(c.get("dtype") or ""), status_badge(c.get("status")),
                      *timing])
     return (f'<p class="muted">Microseconds. Kernel time: CUPTI, summed over the kernels of one call, L2 flushed '

@@ -65,6 +65,9 @@ def _bench_cases(scale: float = 1.0) -> list[dict[str, object]]:
     skipped = next(c for c in cases if c["id"] == "bench-cutile-L262144-n64")
     skipped.update(status="not-run", reason="synthetic: deselected", kernel_us=None, wall_us=None, floor_us=None)
     cases.append(_timed("bench-cutile-L16384-n128-noswizzle", "cutile", 16384, 128, 300.0, variant="no-swizzle"))
+    tuned = next(c for c in cases if c["id"] == "bench-tilegym-L1024-n64")
+    tuned["tilegym_tuning"] = [{"kernel": k, "source": "shipped choice (tuned.json, tuned <synthetic>)"}
+                               for k in ("chunk_cumsum_kernel", "compute_out_kernel")]
     return cases
 
 
@@ -89,6 +92,7 @@ def _suites(gpu: str = "synthetic-test-gpu", scale: float = 1.0) -> dict[str, di
             ("cutile", "huge_A_dt", "pass", 4e-3, 0), ("triton", "huge_A_dt", "fail", "inf", 4096),
             ("tilegym", "typical", "unsupported", None, None), ("tilegym", "huge_A_dt", "crashed", None, None))]
     benchmark = {"cases": _bench_cases(scale),
+                 "tilegym_tuning": {"mode": "cached", "what": "stored choices <synthetic>"},
                  "published_ratios": {"gpu": "B300 (synthetic)", "source": "synthetic values chosen by the test",
                                       "points": [{"seqlen": s, "dstate": d, "ratio": 1.1 + d / 640 + s / 2**20}
                                                  for d in (64, 128) for s in (1024, 16384, 262144)]}}
@@ -164,6 +168,13 @@ def test_failed_gate_shows_failure_not_speedup(run_dir: Path, tmp_path: Path) ->
     times = _section(page, "times")
     assert "correctness gate failed" in times, "the failed benchmark case does not show its failure"
     assert "B300 (synthetic)" in verdict, "the published ratios' source is not shown beside the measured ones"
+
+
+def test_tilegym_config_source_is_shown(run_dir: Path, tmp_path: Path) -> None:
+    times = _section(_render(run_dir, tmp_path / "out"), "times")
+    assert "TileGym's tuning in this run: cached: stored choices &lt;synthetic&gt;." in times
+    row = next(r for r in times.split("<tr>") if "bench-tilegym-L1024-n64" in r)
+    assert "TileGym config: shipped choice (tuned.json, tuned &lt;synthetic&gt;)" in row
 
 
 def test_nulls_show_their_reason(run_dir: Path, tmp_path: Path) -> None:

@@ -9,20 +9,49 @@ own that the tolerance table accounts for.
 
 ``tilegym.ops.cutile.mamba2`` initialises CUDA when imported, so it is imported on the first call.
 Its autotune (``exhaustive_search``, about 5 minutes per new shape on an H200) runs on the first call
-of each shape unless ``TILEGYM_DISABLE_AUTOTUNE=1``, and is cached in the process.
+of each shape unless ``TILEGYM_DISABLE_AUTOTUNE=1``, and is cached in the process. Each call is marked
+with its problem (:func:`current_problem`), so that ``validation.bench.tilegym_tuning`` can keep
+TileGym's choice per shape on disk.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import importlib.metadata
+from collections.abc import Iterator
 
 import torch
 
-from reference.checks import check_inputs
+from reference.checks import check_inputs, dtype_name
 
-__all__ = ["TILEGYM_PIN", "ssd_fwd_tilegym", "tilegym_version"]
+__all__ = ["TILEGYM_PIN", "current_problem", "marked_problem", "problem_key", "ssd_fwd_tilegym", "tilegym_version"]
 
 TILEGYM_PIN = "1.5.1"
+
+_problem: contextvars.ContextVar[str | None] = contextvars.ContextVar("tilegym_problem", default=None)
+
+
+def problem_key(dtype: str, batch: int, seqlen: int, nheads: int, headdim: int, ngroups: int, dstate: int,
+                chunk_size: int, contiguous: bool) -> str:
+    """The problem a TileGym tuning choice belongs to (TileGym's own key: its arguments' shapes and strides)."""
+    return (f"{dtype} b{batch} l{seqlen} h{nheads} p{headdim} g{ngroups} n{dstate} c{chunk_size}"
+            f"{'' if contiguous else ' strided'}")
+
+
+def current_problem() -> str | None:
+    """The problem of the ``ssd_fwd_tilegym`` call in progress, None outside one."""
+    return _problem.get()
+
+
+@contextlib.contextmanager
+def marked_problem(key: str) -> Iterator[None]:
+    """TileGym calls inside belong to problem ``key``."""
+    token = _problem.set(key)
+    try:
+        yield
+    finally:
+        _problem.reset(token)
 
 
 def tilegym_version() -> str:
@@ -43,7 +72,7 @@ def ssd_fwd_tilegym(
     chunk_size: int = 128,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """TileGym's cuTile forward. Returns y (x's dtype) and final_state (fp32)."""
-    batch, seqlen, nheads, headdim, _, dstate = check_inputs(
+    batch, seqlen, nheads, headdim, ngroups, dstate = check_inputs(
         x, dt, A, B, C, D, initial_state, chunk_size=chunk_size, who="ssd_fwd_tilegym", require_cuda=True)
     if seqlen % chunk_size:
         raise ValueError(f"ssd_fwd_tilegym: x has seqlen={seqlen}; expected a multiple of chunk_size={chunk_size}"
@@ -55,5 +84,9 @@ def ssd_fwd_tilegym(
         D = torch.zeros(nheads, dtype=torch.float32, device=x.device)
     if initial_state is None:
         initial_state = torch.zeros(batch, nheads, headdim, dstate, dtype=torch.float32, device=x.device)
-    y, final_state = mamba2_chunk_forward(x, A, B, C, D, dt, initial_state, chunk_size=chunk_size)
+    contiguous = all(t.is_contiguous() for t in (x, dt, B, C))
+    key = problem_key(dtype_name(x.dtype), batch, seqlen, nheads, headdim, ngroups, dstate, chunk_size,
+                      contiguous)
+    with marked_problem(key):
+        y, final_state = mamba2_chunk_forward(x, A, B, C, D, dt, initial_state, chunk_size=chunk_size)
     return y, final_state.float()

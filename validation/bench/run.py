@@ -14,20 +14,23 @@ are measured in the same run, so every time is also a fraction of the analytic f
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
-import os
 import signal
 import sys
 import time
 
 import torch
 
+from kernels.tilegym.api import problem_key
 from reference import ProblemSpec, ssd_chunked
+from validation.bench import tilegym_tuning
 from validation.bench.flops import cost, floor_us
 from validation.bench.published import PUBLISHED_B300
 from validation.bench.pytest_benchmark_json import convert
 from validation.bench.timing import cupti_kernel_us, first_call_s, wall_us
 from validation.gpu import HAS_CUDA, NO_CUDA_REASON, judge
+from validation.provenance import ROOT
 from validation.registry import IMPLS
 from validation.results import ResultsFile, write_json_atomic
 
@@ -36,6 +39,11 @@ DSTATES = (64, 128, 256, 512)
 HEADLINE = (16384, 128)
 POINT = dict(batch=4, nheads=8, headdim=64, ngroups=1, chunk_size=128, dtype="bf16", regime="typical", seed=0)
 WARMUP_S = 0.1
+TUNING_MODES = {
+    "cached": "TileGym's choice per shape from its exhaustive autotune, tuned once and stored; its first config "
+              "where no choice is stored (each point's tilegym_tuning says which)",
+    "tune": "TileGym's exhaustive autotune, run in this run where no choice was stored, and stored",
+    "off": "autotune disabled (TILEGYM_DISABLE_AUTOTUNE=1): TileGym's first config per shape"}
 
 
 def _not_run(spec: ProblemSpec, impl: str, reason: str) -> dict[str, object]:
@@ -105,7 +113,11 @@ def bench_point(spec: ProblemSpec, impls: list[str], ceilings: dict[str, float],
         def call(fn=fn, args=args, out=out) -> None:
             out["y"], out["state"] = fn(*args, chunk_size=spec.chunk_size)
 
-        record["compile_s"] = first_call_s(call, device)
+        record["compile_s"] = first_call_s(call, device)  # TileGym's autotune, when it runs, is in here
+        if name == "tilegym":
+            record["tilegym_tuning"] = tilegym_tuning.decisions(problem_key(
+                spec.dtype, spec.batch, spec.seqlen, spec.nheads, spec.headdim, spec.ngroups, spec.dstate,
+                spec.chunk_size, contiguous=all(t.is_contiguous() for t in (inputs.x, inputs.dt, inputs.B, inputs.C))))
         verdict = judge(name, spec.dtype, impl.matmul[spec.dtype], out["y"], out["state"], y_ref, state_ref)
         record.update(verdict.record())
         failures = verdict.failures()
@@ -122,6 +134,12 @@ def bench_point(spec: ProblemSpec, impls: list[str], ceilings: dict[str, float],
     return records
 
 
+def _shown(record: dict) -> str:
+    if record["status"] != "pass":
+        return f"{record['status']}: {record.get('reason', '')[:120]}"
+    return f"{record['kernel_us']['median']:9.1f} us kernel, {record['wall_us']['median']:9.1f} us wall"
+
+
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
@@ -134,17 +152,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--budget-s", type=float, default=None,
                         help="start no new point after this many seconds; the rest is recorded as not-run")
-    parser.add_argument("--tilegym-autotune", action="store_true",
-                        help="let TileGym run its exhaustive autotune (about 5 minutes per new shape)")
+    parser.add_argument("--tilegym-tuning", choices=tilegym_tuning.MODES, default="cached",
+                        help="cached (default): TileGym's stored choice per shape, else its first config; tune: run "
+                             "TileGym's exhaustive autotune where no choice is stored (about 5 minutes per new "
+                             "shape on an H200) and store it; off: TileGym's first config everywhere")
     args = parser.parse_args(argv)
-    if not args.tilegym_autotune:
-        os.environ["TILEGYM_DISABLE_AUTOTUNE"] = "1"
     points = sorted({(seqlen, dstate) for seqlen in args.seqlen for dstate in args.dstate})
     specs = [ProblemSpec(seqlen=seqlen, dstate=dstate, **POINT) for seqlen, dstate in points]
     results = ResultsFile("benchmark")
     extra = {"published_ratios": PUBLISHED_B300, "headline": dict(zip(("seqlen", "dstate"), HEADLINE, strict=True)),
-             "tilegym_tuning": ("exhaustive autotune per shape (TileGym's own)" if args.tilegym_autotune else
-                                "autotune disabled (TILEGYM_DISABLE_AUTOTUNE=1): TileGym's first config per shape")}
+             "tilegym_tuning": {"mode": args.tilegym_tuning, "what": TUNING_MODES[args.tilegym_tuning],
+                                "store": str(tilegym_tuning.user_store_path()),
+                                "shipped": str(tilegym_tuning.SHIPPED.relative_to(ROOT))}}
     if not HAS_CUDA:
         _progress(f"benchmark: {NO_CUDA_REASON}. It needs a GPU; nothing was measured.")
         for spec in specs:
@@ -159,24 +178,24 @@ def main(argv: list[str] | None = None) -> int:
               f"{ceilings['bf16_matmul_tflops']:.0f} TFLOP/s; {len(specs)} points x {len(args.impl)} implementations")
     start = time.perf_counter()
     done = 0
-    try:
-        for i, spec in enumerate(specs, 1):
-            if args.budget_s is not None and time.perf_counter() - start > args.budget_s:
-                raise KeyboardInterrupt(f"the time budget of {args.budget_s:.0f} s is spent")
-            for record in bench_point(spec, args.impl, ceilings, args.reps):
-                results.add(record)
-                shown = (f"{record['kernel_us']['median']:9.1f} us kernel, {record['wall_us']['median']:9.1f} us wall"
-                         if record["status"] == "pass" else f"{record['status']}: {record.get('reason', '')[:120]}")
-                _progress(f"[{i}/{len(specs)} {time.perf_counter() - start:6.0f}s] l={spec.seqlen:<7}"
-                          f" n={spec.dstate:<4} {record['impl']:<8} {shown}")
-            done = i
-            torch.cuda.empty_cache()
-    except KeyboardInterrupt as stop:
-        why = str(stop) or "interrupted"
-        _progress(f"benchmark: {why} after {done} of {len(specs)} points; the rest is recorded as not-run")
-        for spec in specs[done:]:
-            for name in args.impl:
-                results.add(_not_run(spec, name, f"not reached: {why}"))
+    tuning = tilegym_tuning.use(args.tilegym_tuning) if "tilegym" in args.impl else contextlib.nullcontext()
+    with tuning:
+        try:
+            for i, spec in enumerate(specs, 1):
+                if args.budget_s is not None and time.perf_counter() - start > args.budget_s:
+                    raise KeyboardInterrupt(f"the time budget of {args.budget_s:.0f} s is spent")
+                for record in bench_point(spec, args.impl, ceilings, args.reps):
+                    results.add(record)
+                    _progress(f"[{i}/{len(specs)} {time.perf_counter() - start:6.0f}s] l={spec.seqlen:<7}"
+                              f" n={spec.dstate:<4} {record['impl']:<8} {_shown(record)}")
+                done = i
+                torch.cuda.empty_cache()
+        except KeyboardInterrupt as stop:
+            why = str(stop) or "interrupted"
+            _progress(f"benchmark: {why} after {done} of {len(specs)} points; the rest is recorded as not-run")
+            for spec in specs[done:]:
+                for name in args.impl:
+                    results.add(_not_run(spec, name, f"not reached: {why}"))
     path = results.write(ceilings=ceilings, **extra)
     # The same numbers as a pytest-benchmark file, beside raw/, for `pytest-benchmark compare`.
     pb = write_json_atomic(path.parent.parent / "pytest-benchmark.json", convert(json.loads(path.read_text())))

@@ -1,0 +1,304 @@
+"""TileGym's autotune, run once per shape and kept on disk.
+
+tilegym 1.5.1 tunes each kernel of its forward (chunk cumsum, state pass, output) with cuTile's
+``exhaustive_search`` on the first call of every new shape (about 5 minutes on an H200, ~110
+configs) and keeps the choice only for the life of the process. While :func:`use` is active, the
+``exhaustive_search`` name inside ``tilegym.ops.cutile.mamba2`` is replaced by a lookup in a
+:class:`TuningStore`, keyed by device, tilegym and cuda-tile versions, kernel and problem:
+
+- ``tune``: a stored choice is used; otherwise TileGym's own search runs and its choice is stored.
+- ``cached``: a stored choice is used; otherwise TileGym's first config, and the decision says so.
+- ``off``: no lookup; ``TILEGYM_DISABLE_AUTOTUNE=1`` gives TileGym's first config everywhere.
+
+Choices are looked up in the user's store (``SSD_TILEGYM_TUNING``, else
+``$XDG_CACHE_HOME/ssd-suite/tilegym-tuning.json``), then in the table shipped with the suite
+(``validation/bench/tilegym_tuned.json``, tuned on the lent H200). Every decision is logged, so the
+benchmark writes into its results which config each TileGym kernel ran with and where it came from.
+
+    python -m validation.bench.tilegym_tuning show [FILE]           # the stored choices
+    python -m validation.bench.tilegym_tuning merge OUT FILE...     # several tuning runs into one table
+    python -m validation.bench.tilegym_tuning warm --jobs 24        # compile the search spaces in parallel
+
+A tuning run on a GPU: ``warm`` first (compiling is most of the autotune's time and is parallel there),
+then ``python -m validation.bench.run --impl tilegym --tilegym-tuning tune``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import importlib.metadata
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from types import SimpleNamespace
+
+from kernels.tilegym.api import current_problem
+from validation.results import write_json_atomic
+
+__all__ = ["MODES", "SHIPPED", "TuningStore", "decisions", "use", "user_store_path"]
+
+MODES = ("tune", "cached", "off")
+FORMAT = "ssd-tilegym-tuning/1"
+SHIPPED = Path(__file__).with_name("tilegym_tuned.json")
+
+_log: list[dict[str, object]] = []
+
+
+def user_store_path() -> Path:
+    if path := os.environ.get("SSD_TILEGYM_TUNING"):
+        return Path(path)
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "ssd-suite" / "tilegym-tuning.json"
+
+
+def decisions(key: str) -> list[dict[str, object]]:
+    """What was decided for problem ``key`` in this process, one entry per kernel, latest first."""
+    seen: dict[str, dict[str, object]] = {}
+    for entry in reversed(_log):
+        if entry["problem"] == key:
+            seen.setdefault(str(entry["kernel"]), entry)
+    return list(seen.values())
+
+
+def _versions() -> dict[str, str]:
+    import torch
+
+    return {"device": torch.cuda.get_device_name(), "tilegym": importlib.metadata.version("tilegym"),
+            "cuda_tile": importlib.metadata.version("cuda-tile")}
+
+
+class TuningStore:
+    """Choices in one JSON file; every new choice is written at once (atomically, merged with the file)."""
+
+    def __init__(self, path: Path, *, writable: bool = True) -> None:
+        self.path = Path(path)
+        self.writable = writable
+        self.entries = self._read()
+
+    def _read(self) -> dict[str, dict[str, object]]:
+        if not self.path.exists():
+            return {}
+        data = json.loads(self.path.read_text())
+        if data.get("format") != FORMAT:
+            raise ValueError(f"{self.path}: format {data.get('format')!r}; expected {FORMAT!r}")
+        return {_entry_key(entry): entry for entry in data["entries"]}
+
+    def get(self, **key: str) -> dict[str, object] | None:
+        return self.entries.get(_entry_key(key))
+
+    def put(self, entry: dict[str, object]) -> None:
+        if not self.writable:
+            raise PermissionError(f"{self.path} is the shipped table; new choices go to the user's store")
+        self.entries = {**self._read(), _entry_key(entry): entry}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(self.path, self.payload(), overwrite=True)
+
+    def payload(self) -> dict[str, object]:
+        return {"format": FORMAT, "entries": [self.entries[k] for k in sorted(self.entries)]}
+
+
+def _entry_key(entry: dict[str, object]) -> str:
+    return "|".join(str(entry[k]) for k in ("device", "tilegym", "cuda_tile", "kernel", "problem"))
+
+
+def _kernel_name(kernel: object) -> str:
+    return getattr(kernel, "_pyfunc", kernel).__name__
+
+
+def _find(search_space: Sequence[SimpleNamespace], config: dict[str, object]) -> SimpleNamespace | None:
+    return next((cfg for cfg in search_space if vars(cfg) == config), None)
+
+
+def _result(config: SimpleNamespace, mean_us: float) -> object:
+    from cuda.tile.tune import Measurement, TuningResult
+
+    best = Measurement(config=config, mean_us=mean_us, num_samples=0, error_margin_us=0.0)
+    return TuningResult(best=best, successes=(best,), failures=())
+
+
+@contextlib.contextmanager
+def use(mode: str, store: TuningStore | None = None, shipped: TuningStore | None = None, *,
+        module: object = None, versions: dict[str, str] | None = None, progress=None) -> Iterator[None]:
+    """TileGym's forward tuned per ``mode`` while inside; its in-process caches are cleared on entry and exit.
+
+    ``module`` (tilegym's ``mamba2`` by default) and ``versions`` (device, tilegym, cuda_tile; read from the
+    GPU and the installed packages by default) let the CPU tests stand in for both.
+    """
+    if mode not in MODES:
+        raise ValueError(f"tilegym tuning mode: expected one of {', '.join(MODES)}; got {mode!r}")
+    if module is None:
+        from tilegym.ops.cutile import mamba2 as module
+    mamba2 = module
+
+    store = store if store is not None else TuningStore(user_store_path())
+    shipped = shipped if shipped is not None else TuningStore(SHIPPED, writable=False)
+    real_search = mamba2.exhaustive_search
+    say = progress or (lambda message: print(message, file=sys.stderr, flush=True))
+
+    def search(search_space, stream, grid_fn, kernel, args_fn, hints_fn=None, **kwargs):
+        key = {**(versions or _versions()), "kernel": _kernel_name(kernel), "problem": current_problem()}
+        if key["problem"] is None:
+            raise RuntimeError("tilegym tuning: a TileGym call not made through kernels.tilegym.ssd_fwd_tilegym")
+        search_space = list(search_space)
+        for source, where in ((store, "stored"), (shipped, "shipped")):
+            entry = source.get(**key)
+            if entry is not None and (config := _find(search_space, entry["config"])) is not None:
+                _log.append({**key, "source": f"{where} choice ({source.path.name}, tuned {entry['tuned_at']})",
+                             "config": vars(config), "tuned_mean_us": entry["mean_us"]})
+                return _result(config, float(entry["mean_us"]))
+        if mode == "cached":
+            _log.append({**key, "source": "no stored choice: TileGym's first config", "config": vars(search_space[0])})
+            return _result(search_space[0], float("nan"))
+        say(f"tilegym tuning: {key['kernel']} for {key['problem']}: {len(search_space)} configs ...")
+        start = time.perf_counter()
+        result = real_search(search_space, stream, grid_fn, kernel, args_fn, hints_fn, quiet=True, **kwargs)
+        tune_s = time.perf_counter() - start
+        entry = {**key, "config": vars(result.best.config), "mean_us": result.best.mean_us,
+                 "configs": len(search_space), "failed": len(result.failures), "tune_s": round(tune_s, 1),
+                 "tuned_at": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+        store.put(entry)
+        _log.append({**key, "source": f"tuned in this run ({len(search_space)} configs, {tune_s:.0f} s)",
+                     "config": entry["config"], "tuned_mean_us": entry["mean_us"]})
+        say(f"tilegym tuning: {key['kernel']} for {key['problem']}: {result.best.config} "
+            f"{result.best.mean_us:.1f} us, {tune_s:.0f} s")
+        return result
+
+    previous = os.environ.get("TILEGYM_DISABLE_AUTOTUNE")
+    if mode == "off":
+        os.environ["TILEGYM_DISABLE_AUTOTUNE"] = "1"
+    else:
+        os.environ.pop("TILEGYM_DISABLE_AUTOTUNE", None)
+        mamba2.exhaustive_search = search
+    _clear(mamba2)
+    try:
+        yield
+    finally:
+        mamba2.exhaustive_search = real_search
+        if previous is None:
+            os.environ.pop("TILEGYM_DISABLE_AUTOTUNE", None)
+        else:
+            os.environ["TILEGYM_DISABLE_AUTOTUNE"] = previous
+        _clear(mamba2)
+
+
+def _clear(mamba2: object) -> None:
+    # TileGym keeps each choice in module-level dicts named _*_tune_cache; a choice made under
+    # another mode must not leak into this one.
+    for name in dir(mamba2):
+        if name.endswith("_tune_cache"):
+            getattr(mamba2, name).clear()
+
+
+# Shapes whose compiled kernels cover the benchmark sweep: the smallest seqlen of each dstate, and the one
+# shape whose chunk-entry states reach 2**31 elements (another index width, so other cubins).
+WARM_SHAPES = ((1024, 64), (1024, 128), (1024, 256), (1024, 512), (262144, 512))
+
+
+def warm(shapes: Sequence[tuple[int, int]] = WARM_SHAPES, *, jobs: int) -> int:
+    """Compile every config of TileGym's search spaces for ``shapes`` in ``jobs`` processes at once.
+
+    Compiling (~110 configs a shape, one tileiras call each) is most of TileGym's autotune; the
+    processes fill cuTile's disk cache, so a ``tune`` run that follows only times. Each process takes
+    every ``jobs``-th config of each kernel; GPUs are shared round-robin. Returns the failed processes.
+    """
+    import subprocess
+
+    import torch
+
+    gpus = max(torch.cuda.device_count(), 1)
+    start = time.perf_counter()
+    procs = []
+    for i in range(jobs):
+        env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(i % gpus)}
+        shape_args = [f"{seqlen}x{dstate}" for seqlen, dstate in shapes]
+        procs.append(subprocess.Popen([sys.executable, "-m", "validation.bench.tilegym_tuning", "warm-one",
+                                       str(i), str(jobs), *shape_args], env=env))
+    failed = sum(proc.wait() != 0 for proc in procs)
+    print(f"tilegym warm: {jobs} processes on {gpus} GPUs, {len(shapes)} shapes, {time.perf_counter() - start:.0f} s,"
+          f" {failed} failed", file=sys.stderr, flush=True)
+    return failed
+
+
+def _warm_one(index: int, of: int, shapes: Sequence[tuple[int, int]]) -> None:
+    import cuda.tile as ct
+    import torch
+    from tilegym.ops.cutile import mamba2
+
+    from kernels.tilegym.api import ssd_fwd_tilegym
+    from reference import ProblemSpec
+    from validation.bench.run import POINT
+
+    def compile_slice(search_space, stream, grid_fn, kernel, args_fn, hints_fn=None, **kwargs):
+        search_space = list(search_space)
+        for cfg in search_space[index::of]:
+            hints = hints_fn(cfg) if hints_fn is not None else {}
+            try:
+                ct.launch(stream, grid_fn(cfg), kernel.replace_hints(**hints), args_fn(cfg))
+            except Exception as error:  # noqa: BLE001 -- only a cache warmer: the real search meets this config
+                # again and records its failure in its result
+                print(f"tilegym warm: {_kernel_name(kernel)} {vars(cfg)}: {type(error).__name__}: {error}",
+                      file=sys.stderr, flush=True)
+        return _result(search_space[0], float("nan"))
+
+    real = mamba2.exhaustive_search
+    os.environ.pop("TILEGYM_DISABLE_AUTOTUNE", None)
+    mamba2.exhaustive_search = compile_slice
+    try:
+        for seqlen, dstate in shapes:
+            _clear(mamba2)
+            inputs = ProblemSpec(seqlen=seqlen, dstate=dstate, **POINT).make_inputs(torch.device("cuda"))
+            ssd_fwd_tilegym(*inputs.as_args(), chunk_size=POINT["chunk_size"])
+            torch.cuda.synchronize()
+            del inputs
+            torch.cuda.empty_cache()
+    finally:
+        mamba2.exhaustive_search = real
+
+
+def _show(path: Path) -> None:
+    for entry in TuningStore(path, writable=False).entries.values():
+        print(f"{entry['device']} {entry['problem']:<40} {entry['kernel']:<24} {entry['mean_us']:9.1f} us "
+              f"{entry['tune_s']:6.0f} s  {entry['config']}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m validation.bench.tilegym_tuning", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    show = sub.add_parser("show", help="list the stored choices")
+    show.add_argument("file", nargs="?", type=Path, default=None)
+    merge = sub.add_parser("merge", help="merge tuning files into one table (later files win)")
+    merge.add_argument("out", type=Path)
+    merge.add_argument("files", nargs="+", type=Path)
+    warm_all = sub.add_parser("warm", help="compile every config of the sweep's shapes in parallel processes")
+    warm_all.add_argument("--jobs", type=int, default=max((os.cpu_count() or 2) - 2, 1))
+    warm_one = sub.add_parser("warm-one", help=argparse.SUPPRESS)
+    warm_one.add_argument("index", type=int)
+    warm_one.add_argument("of", type=int)
+    warm_one.add_argument("shapes", nargs="+")
+    args = parser.parse_args(argv)
+    if args.command == "warm":
+        return 1 if warm(jobs=args.jobs) else 0
+    if args.command == "warm-one":
+        _warm_one(args.index, args.of, [tuple(int(v) for v in shape.split("x")) for shape in args.shapes])
+        return 0
+    if args.command == "show":
+        _show(args.file or user_store_path())
+        return 0
+    entries: dict[str, dict[str, object]] = {}
+    for path in args.files:
+        entries.update(TuningStore(path, writable=False).entries)
+    out = TuningStore(args.out)
+    out.entries.update(entries)
+    write_json_atomic(args.out, out.payload(), overwrite=True)
+    print(f"{args.out}: {len(out.entries)} choices")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,137 @@
+"""TileGym's tuning kept per shape: the store, the modes and the decisions, with a stand-in for tilegym's module."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from kernels.tilegym.api import marked_problem, problem_key
+from validation.bench import tilegym_tuning
+from validation.bench.tilegym_tuning import TuningStore
+
+VERSIONS = {"device": "synthetic-test-gpu", "tilegym": "1.5.1", "cuda_tile": "1.5.0"}
+PROBLEM = problem_key("bf16", 4, 16384, 8, 64, 1, 128, 128, contiguous=True)
+SPACE = [SimpleNamespace(BLOCK=b, occupancy=o) for b in (16, 32) for o in (1, 2)]
+
+
+def out_kernel() -> None:  # what tilegym's search is given: a kernel whose function has a name
+    pass
+
+
+class FakeMamba2:
+    """The two things tuning touches in tilegym.ops.cutile.mamba2: exhaustive_search and the *_tune_cache dicts."""
+
+    def __init__(self, best: int = 2) -> None:
+        self.searches = 0
+        self.best = best
+        self._compute_out_tune_cache = {"stale": 1}
+
+        def exhaustive_search(space, stream, grid_fn, kernel, args_fn, hints_fn=None, *, quiet=False):
+            assert quiet, "the search runs quietly; the suite prints its own progress"
+            self.searches += 1
+            return tilegym_tuning._result(space[self.best], 123.0)
+
+        self.exhaustive_search = exhaustive_search
+        self.real = exhaustive_search
+
+    def forward(self) -> SimpleNamespace:
+        """One kernel's tuning step as tilegym does it: search, then take result.best.config."""
+        return self.exhaustive_search(SPACE, None, None, SimpleNamespace(_pyfunc=out_kernel), None).best.config
+
+
+def _use(mode: str, tmp_path: Path, module: FakeMamba2, shipped: TuningStore | None = None):
+    store = TuningStore(tmp_path / "user.json")
+    shipped = shipped or TuningStore(tmp_path / "shipped.json", writable=False)
+    return tilegym_tuning.use(mode, store, shipped, module=module, versions=VERSIONS, progress=lambda _: None)
+
+
+def test_tune_searches_once_and_the_choice_is_kept_on_disk(tmp_path: Path) -> None:
+    module = FakeMamba2(best=2)
+    with _use("tune", tmp_path, module), marked_problem(PROBLEM):
+        assert vars(module.forward()) == vars(SPACE[2])
+        assert module._compute_out_tune_cache == {}, "a choice made under another mode must not leak in"
+    assert module.exhaustive_search is module.real, "tilegym's own search is put back on exit"
+    (entry,) = json.loads((tmp_path / "user.json").read_text())["entries"]
+    assert entry["config"] == vars(SPACE[2]) and entry["kernel"] == "out_kernel" and entry["problem"] == PROBLEM
+    assert entry["device"] == "synthetic-test-gpu" and entry["configs"] == len(SPACE)
+    (decision,) = tilegym_tuning.decisions(PROBLEM)
+    assert decision["source"].startswith("tuned in this run")
+
+    fresh = FakeMamba2(best=0)  # a new process: the search would now choose another config
+    with _use("tune", tmp_path, fresh), marked_problem(PROBLEM):
+        assert vars(fresh.forward()) == vars(SPACE[2]), "the stored choice is reused"
+    assert fresh.searches == 0
+    assert tilegym_tuning.decisions(PROBLEM)[0]["source"].startswith("stored choice")
+
+
+def test_cached_without_a_choice_takes_the_first_config_and_says_so(tmp_path: Path) -> None:
+    module = FakeMamba2()
+    with _use("cached", tmp_path, module), marked_problem(PROBLEM + " other"):
+        assert vars(module.forward()) == vars(SPACE[0])
+    assert module.searches == 0 and not (tmp_path / "user.json").exists()
+    (decision,) = tilegym_tuning.decisions(PROBLEM + " other")
+    assert decision["source"] == "no stored choice: TileGym's first config"
+
+
+def test_the_shipped_table_is_used_and_never_written(tmp_path: Path) -> None:
+    tuner = FakeMamba2(best=3)
+    with _use("tune", tmp_path, tuner), marked_problem(PROBLEM):
+        tuner.forward()
+    (tmp_path / "user.json").rename(tmp_path / "shipped.json")
+    shipped = TuningStore(tmp_path / "shipped.json", writable=False)
+    module = FakeMamba2()
+    with _use("cached", tmp_path, module, shipped), marked_problem(PROBLEM):
+        assert vars(module.forward()) == vars(SPACE[3])
+    assert tilegym_tuning.decisions(PROBLEM)[0]["source"].startswith("shipped choice (shipped.json")
+    with pytest.raises(PermissionError, match="shipped table"):
+        shipped.put({**VERSIONS, "kernel": "k", "problem": "p"})
+
+
+def test_a_stored_config_outside_the_search_space_is_tuned_again(tmp_path: Path) -> None:
+    store = TuningStore(tmp_path / "user.json")
+    store.put({**VERSIONS, "kernel": "out_kernel", "problem": PROBLEM, "config": {"BLOCK": 999, "occupancy": 1},
+               "mean_us": 1.0, "tuned_at": "2026-01-01T00:00:00Z"})
+    module = FakeMamba2(best=1)
+    with _use("cached", tmp_path, module), marked_problem(PROBLEM):
+        assert vars(module.forward()) == vars(SPACE[0])
+    with _use("tune", tmp_path, module), marked_problem(PROBLEM):
+        assert vars(module.forward()) == vars(SPACE[1])
+    assert module.searches == 1
+
+
+def test_off_disables_tilegyms_autotune_and_restores_the_environment(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("TILEGYM_DISABLE_AUTOTUNE", raising=False)
+    module = FakeMamba2()
+    with _use("off", tmp_path, module):
+        assert os.environ["TILEGYM_DISABLE_AUTOTUNE"] == "1"
+        assert module.exhaustive_search is module.real
+    assert "TILEGYM_DISABLE_AUTOTUNE" not in os.environ
+
+
+def test_misuse_is_refused_clearly(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"tilegym tuning mode: expected one of tune, cached, off; got 'fast'"):
+        with _use("fast", tmp_path, FakeMamba2()):
+            pass
+    module = FakeMamba2()
+    with _use("tune", tmp_path, module), pytest.raises(RuntimeError, match="not made through"):
+        module.forward()
+    assert module.exhaustive_search is module.real, "restored after an error too"
+    (tmp_path / "bad.json").write_text(json.dumps({"format": "other/9", "entries": []}))
+    with pytest.raises(ValueError, match=r"bad.json: format 'other/9'; expected 'ssd-tilegym-tuning/1'"):
+        TuningStore(tmp_path / "bad.json")
+
+
+def test_merge_puts_several_tuning_runs_into_one_table(tmp_path: Path, capsys) -> None:
+    for i in range(2):
+        TuningStore(tmp_path / f"gpu{i}.json").put(
+            {**VERSIONS, "kernel": "out_kernel", "problem": f"p{i}", "config": {}, "mean_us": 1.0,
+             "tune_s": 1.0, "tuned_at": "2026-01-01T00:00:00Z"})
+    out = tmp_path / "table.json"
+    assert tilegym_tuning.main(["merge", str(out), str(tmp_path / "gpu0.json"), str(tmp_path / "gpu1.json")]) == 0
+    assert len(TuningStore(out).entries) == 2
+    assert tilegym_tuning.main(["show", str(out)]) == 0
+    assert capsys.readouterr().out.count("synthetic-test-gpu") == 2
