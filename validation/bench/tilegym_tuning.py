@@ -168,17 +168,32 @@ def use(mode: str, store: TuningStore | None = None, shipped: TuningStore | None
             f"{result.best.mean_us:.1f} us, {tune_s:.0f} s")
         return result
 
+    real_forward = getattr(mamba2, "mamba2_chunk_forward", None)
+    last = {"problem": None}
+
+    def forward(*args, **kwargs):
+        # TileGym keys some choices on fewer dims than the problem (its chunk cumsum ignores dstate);
+        # starting each problem with empty caches makes every kernel's choice per problem, as stored.
+        if current_problem() != last["problem"]:
+            _clear(mamba2)
+            last["problem"] = current_problem()
+        return real_forward(*args, **kwargs)
+
     previous = os.environ.get("TILEGYM_DISABLE_AUTOTUNE")
     if mode == "off":
         os.environ["TILEGYM_DISABLE_AUTOTUNE"] = "1"
     else:
         os.environ.pop("TILEGYM_DISABLE_AUTOTUNE", None)
         mamba2.exhaustive_search = search
+        if real_forward is not None:
+            mamba2.mamba2_chunk_forward = forward
     _clear(mamba2)
     try:
         yield
     finally:
         mamba2.exhaustive_search = real_search
+        if real_forward is not None:
+            mamba2.mamba2_chunk_forward = real_forward
         if previous is None:
             os.environ.pop("TILEGYM_DISABLE_AUTOTUNE", None)
         else:
