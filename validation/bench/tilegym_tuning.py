@@ -209,9 +209,10 @@ def _clear(mamba2: object) -> None:
             getattr(mamba2, name).clear()
 
 
-# Shapes whose compiled kernels cover the benchmark sweep: the smallest seqlen of each dstate, and the one
-# shape whose chunk-entry states reach 2**31 elements (another index width, so other cubins).
-WARM_SHAPES = ((1024, 64), (1024, 128), (1024, 256), (1024, 512), (262144, 512))
+# Shapes whose compiled kernels cover the benchmark sweep: cuTile specialises on how far sizes divide
+# (8 chunks at 1024 tokens, 16 from 2048 on), and on the index width (the chunk-entry states of
+# 262144 tokens x dstate 512 reach 2**31 elements).
+WARM_SHAPES = tuple((seqlen, dstate) for dstate in (64, 128, 256, 512) for seqlen in (1024, 2048)) + ((262144, 512),)
 
 
 def warm(shapes: Sequence[tuple[int, int]] = WARM_SHAPES, *, jobs: int) -> int:
@@ -225,11 +226,13 @@ def warm(shapes: Sequence[tuple[int, int]] = WARM_SHAPES, *, jobs: int) -> int:
 
     import torch
 
-    gpus = max(torch.cuda.device_count(), 1)
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    devices = visible.split(",") if visible else [str(i) for i in range(max(torch.cuda.device_count(), 1))]
+    gpus = len(devices)
     start = time.perf_counter()
     procs = []
     for i in range(jobs):
-        env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(i % gpus)}
+        env = {**os.environ, "CUDA_VISIBLE_DEVICES": devices[i % gpus]}
         shape_args = [f"{seqlen}x{dstate}" for seqlen, dstate in shapes]
         procs.append(subprocess.Popen([sys.executable, "-m", "validation.bench.tilegym_tuning", "warm-one",
                                        str(i), str(jobs), *shape_args], env=env))
@@ -292,13 +295,15 @@ def main(argv: list[str] | None = None) -> int:
     merge.add_argument("files", nargs="+", type=Path)
     warm_all = sub.add_parser("warm", help="compile every config of the sweep's shapes in parallel processes")
     warm_all.add_argument("--jobs", type=int, default=max((os.cpu_count() or 2) - 2, 1))
+    warm_all.add_argument("--shapes", nargs="+", metavar="SEQLENxDSTATE", help="default: the sweep's")
     warm_one = sub.add_parser("warm-one", help=argparse.SUPPRESS)
     warm_one.add_argument("index", type=int)
     warm_one.add_argument("of", type=int)
     warm_one.add_argument("shapes", nargs="+")
     args = parser.parse_args(argv)
     if args.command == "warm":
-        return 1 if warm(jobs=args.jobs) else 0
+        shapes = [tuple(int(v) for v in shape.split("x")) for shape in args.shapes] if args.shapes else WARM_SHAPES
+        return 1 if warm(shapes, jobs=args.jobs) else 0
     if args.command == "warm-one":
         _warm_one(args.index, args.of, [tuple(int(v) for v in shape.split("x")) for shape in args.shapes])
         return 0
