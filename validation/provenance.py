@@ -63,9 +63,12 @@ def environment(seeds: list[int] | None = None) -> dict[str, object]:
 
     put("suite_version", suite_version())
     commit, why = _run(["git", "rev-parse", "HEAD"])
-    if commit is None and os.environ.get("SSD_GIT_COMMIT"):  # no .git here (the container, a copied tree)
+    if os.environ.get("SSD_GIT_COMMIT"):
+        # Given by whoever copied the tree (the container, a device machine). It wins over a .git that
+        # may have come along: a copied .git can be older than the tree beside it.
+        put("git_commit_here", commit, why)
         commit, why = os.environ["SSD_GIT_COMMIT"], None
-        put("git_dirty", None, "no .git here to ask; the commit is SSD_GIT_COMMIT, given by whoever copied the tree")
+        put("git_dirty", None, "the commit is SSD_GIT_COMMIT, given by whoever copied the tree; not asked of git")
     else:
         status, why_dirty = _run(["git", "status", "--porcelain", "--untracked-files=no"])
         put("git_dirty", None if status is None else bool(status), why_dirty)
