@@ -135,3 +135,25 @@ def test_merge_puts_several_tuning_runs_into_one_table(tmp_path: Path, capsys) -
     assert len(TuningStore(out).entries) == 2
     assert tilegym_tuning.main(["show", str(out)]) == 0
     assert capsys.readouterr().out.count("synthetic-test-gpu") == 2
+
+
+def test_each_problem_starts_with_empty_tilegym_caches(tmp_path: Path) -> None:
+    """TileGym's chunk-cumsum cache key ignores dstate; every problem must still get its own lookup."""
+    module = FakeMamba2(best=1)
+
+    def mamba2_chunk_forward() -> SimpleNamespace:  # caches its choice in the process, as TileGym does
+        cache = module._compute_out_tune_cache
+        if "cfg" not in cache:
+            cache["cfg"] = module.forward()
+        return cache["cfg"]
+
+    module.mamba2_chunk_forward = mamba2_chunk_forward
+    first, second = PROBLEM + " n1", PROBLEM + " n2"
+    with _use("tune", tmp_path, module):
+        for key in (first, first, second):
+            with marked_problem(key):
+                module.mamba2_chunk_forward()
+        assert module.mamba2_chunk_forward is not mamba2_chunk_forward
+    assert module.mamba2_chunk_forward is mamba2_chunk_forward, "TileGym's forward is put back on exit"
+    assert module.searches == 2, "one search per problem: none for the repeated one, one for the new one"
+    assert tilegym_tuning.decisions(second)[0]["source"].startswith("tuned in this run")

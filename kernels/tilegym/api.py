@@ -25,7 +25,8 @@ import torch
 
 from reference.checks import check_inputs, dtype_name
 
-__all__ = ["TILEGYM_PIN", "current_problem", "marked_problem", "problem_key", "ssd_fwd_tilegym", "tilegym_version"]
+__all__ = ["TILEGYM_PIN", "current_problem", "marked_problem", "problem_key", "problem_of", "ssd_fwd_tilegym",
+           "tilegym_version"]
 
 TILEGYM_PIN = "1.5.1"
 
@@ -37,6 +38,14 @@ def problem_key(dtype: str, batch: int, seqlen: int, nheads: int, headdim: int, 
     """The problem a TileGym tuning choice belongs to (TileGym's own key: its arguments' shapes and strides)."""
     return (f"{dtype} b{batch} l{seqlen} h{nheads} p{headdim} g{ngroups} n{dstate} c{chunk_size}"
             f"{'' if contiguous else ' strided'}")
+
+
+def problem_of(x: torch.Tensor, dt: torch.Tensor, B: torch.Tensor, C: torch.Tensor, chunk_size: int) -> str:
+    """:func:`problem_key` of a call with these (checked) inputs."""
+    batch, seqlen, nheads, headdim = x.shape
+    ngroups, dstate = B.shape[2], B.shape[3]
+    contiguous = all(t.is_contiguous() for t in (x, dt, B, C))
+    return problem_key(dtype_name(x.dtype), batch, seqlen, nheads, headdim, ngroups, dstate, chunk_size, contiguous)
 
 
 def current_problem() -> str | None:
@@ -72,7 +81,7 @@ def ssd_fwd_tilegym(
     chunk_size: int = 128,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """TileGym's cuTile forward. Returns y (x's dtype) and final_state (fp32)."""
-    batch, seqlen, nheads, headdim, ngroups, dstate = check_inputs(
+    batch, seqlen, nheads, headdim, _, dstate = check_inputs(
         x, dt, A, B, C, D, initial_state, chunk_size=chunk_size, who="ssd_fwd_tilegym", require_cuda=True)
     if seqlen % chunk_size:
         raise ValueError(f"ssd_fwd_tilegym: x has seqlen={seqlen}; expected a multiple of chunk_size={chunk_size}"
@@ -84,9 +93,6 @@ def ssd_fwd_tilegym(
         D = torch.zeros(nheads, dtype=torch.float32, device=x.device)
     if initial_state is None:
         initial_state = torch.zeros(batch, nheads, headdim, dstate, dtype=torch.float32, device=x.device)
-    contiguous = all(t.is_contiguous() for t in (x, dt, B, C))
-    key = problem_key(dtype_name(x.dtype), batch, seqlen, nheads, headdim, ngroups, dstate, chunk_size,
-                      contiguous)
-    with marked_problem(key):
+    with marked_problem(problem_of(x, dt, B, C, chunk_size)):
         y, final_state = mamba2_chunk_forward(x, A, B, C, D, dt, initial_state, chunk_size=chunk_size)
     return y, final_state.float()

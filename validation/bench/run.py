@@ -22,7 +22,7 @@ import time
 
 import torch
 
-from kernels.tilegym.api import problem_key
+from kernels.tilegym.api import problem_of
 from reference import ProblemSpec, ssd_chunked
 from validation.bench import tilegym_tuning
 from validation.bench.flops import cost, floor_us
@@ -115,9 +115,8 @@ def bench_point(spec: ProblemSpec, impls: list[str], ceilings: dict[str, float],
 
         record["compile_s"] = first_call_s(call, device)  # TileGym's autotune, when it runs, is in here
         if name == "tilegym":
-            record["tilegym_tuning"] = tilegym_tuning.decisions(problem_key(
-                spec.dtype, spec.batch, spec.seqlen, spec.nheads, spec.headdim, spec.ngroups, spec.dstate,
-                spec.chunk_size, contiguous=all(t.is_contiguous() for t in (inputs.x, inputs.dt, inputs.B, inputs.C))))
+            record["tilegym_tuning"] = tilegym_tuning.decisions(
+                problem_of(inputs.x, inputs.dt, inputs.B, inputs.C, spec.chunk_size))
         verdict = judge(name, spec.dtype, impl.matmul[spec.dtype], out["y"], out["state"], y_ref, state_ref)
         record.update(verdict.record())
         failures = verdict.failures()

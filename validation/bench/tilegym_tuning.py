@@ -124,7 +124,7 @@ def _result(config: SimpleNamespace, mean_us: float) -> object:
 @contextlib.contextmanager
 def use(mode: str, store: TuningStore | None = None, shipped: TuningStore | None = None, *,
         module: object = None, versions: dict[str, str] | None = None, progress=None) -> Iterator[None]:
-    """TileGym's forward tuned per ``mode`` while inside; its in-process caches are cleared on entry and exit.
+    """TileGym's forward tuned per ``mode`` while inside (see :func:`_patched` for what is replaced).
 
     ``module`` (tilegym's ``mamba2`` by default) and ``versions`` (device, tilegym, cuda_tile; read from the
     GPU and the installed packages by default) let the CPU tests stand in for both.
@@ -137,7 +137,7 @@ def use(mode: str, store: TuningStore | None = None, shipped: TuningStore | None
 
     store = store if store is not None else TuningStore(user_store_path())
     shipped = shipped if shipped is not None else TuningStore(SHIPPED, writable=False)
-    real_search = mamba2.exhaustive_search
+    real_search = mamba2.exhaustive_search  # TileGym's own, for the misses in tune mode
     say = progress or (lambda message: print(message, file=sys.stderr, flush=True))
 
     def search(search_space, stream, grid_fn, kernel, args_fn, hints_fn=None, **kwargs):
@@ -168,19 +168,30 @@ def use(mode: str, store: TuningStore | None = None, shipped: TuningStore | None
             f"{result.best.mean_us:.1f} us, {tune_s:.0f} s")
         return result
 
+    with _patched(mamba2, None if mode == "off" else search):
+        yield
+
+
+@contextlib.contextmanager
+def _patched(mamba2: object, search) -> Iterator[None]:
+    """TileGym's ``mamba2`` module with ``search`` as its ``exhaustive_search`` (None: autotune off) while inside.
+
+    Each problem starts with empty TileGym caches: TileGym keys some choices on fewer dims than the
+    problem (its chunk cumsum ignores dstate), and a choice made under another mode must not leak in.
+    Everything is put back on exit, the environment too.
+    """
+    real_search = mamba2.exhaustive_search
     real_forward = getattr(mamba2, "mamba2_chunk_forward", None)
     last = {"problem": None}
 
     def forward(*args, **kwargs):
-        # TileGym keys some choices on fewer dims than the problem (its chunk cumsum ignores dstate);
-        # starting each problem with empty caches makes every kernel's choice per problem, as stored.
         if current_problem() != last["problem"]:
             _clear(mamba2)
             last["problem"] = current_problem()
         return real_forward(*args, **kwargs)
 
     previous = os.environ.get("TILEGYM_DISABLE_AUTOTUNE")
-    if mode == "off":
+    if search is None:
         os.environ["TILEGYM_DISABLE_AUTOTUNE"] = "1"
     else:
         os.environ.pop("TILEGYM_DISABLE_AUTOTUNE", None)
@@ -263,19 +274,13 @@ def _warm_one(index: int, of: int, shapes: Sequence[tuple[int, int]]) -> None:
                       file=sys.stderr, flush=True)
         return _result(search_space[0], float("nan"))
 
-    real = mamba2.exhaustive_search
-    os.environ.pop("TILEGYM_DISABLE_AUTOTUNE", None)
-    mamba2.exhaustive_search = compile_slice
-    try:
+    with _patched(mamba2, compile_slice):
         for seqlen, dstate in shapes:
-            _clear(mamba2)
             inputs = ProblemSpec(seqlen=seqlen, dstate=dstate, **POINT).make_inputs(torch.device("cuda"))
             ssd_fwd_tilegym(*inputs.as_args(), chunk_size=POINT["chunk_size"])
             torch.cuda.synchronize()
             del inputs
             torch.cuda.empty_cache()
-    finally:
-        mamba2.exhaustive_search = real
 
 
 def _show(path: Path) -> None:
