@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +46,7 @@ REFERENCES = ("reference-chunked", "reference-recurrent")
 BASE = dict(batch=2, seqlen=1009, nheads=8, headdim=64, ngroups=2, dstate=64, chunk_size=128, dtype="bf16",
             regime="typical", seed=0)
 Case = tuple[str, ProblemSpec]
+BIG_ELEMENTS = 2**30  # x this large, its float64 oracle and outputs take tens of GB: one such case at a time
 
 
 def _spec(tag: str, base: dict = BASE, **change: object) -> Case:
@@ -271,7 +273,45 @@ def tasks_for(suite: str, impls: tuple[str, ...]) -> list[Task]:
     return tasks
 
 
-def run_matrix(suite: str, impls: tuple[str, ...] | None = None, log=print) -> ResultsFile:
+def _lanes(tasks: list[Task], jobs: int) -> list[list[Task]]:
+    """Split tasks into at most ``jobs`` lanes of whole cases (a child keeps one case's inputs and oracle for
+    all its implementations), balanced by a rough cost. Cases of ``BIG_ELEMENTS`` or more all go to the first
+    lane, one after another, so that no two of them hold the GPU's memory at once."""
+    cases: dict[ProblemSpec, list[Task]] = {}
+    for task in tasks:
+        cases.setdefault(task.spec, []).append(task)
+    lanes: list[list[Task]] = [[] for _ in range(max(1, jobs))]
+    load = [0.0] * len(lanes)
+    for spec, group in cases.items():
+        big = spec.numel_x >= BIG_ELEMENTS
+        i = 0 if big else min(range(len(lanes)), key=lambda j: (load[j], j))
+        lanes[i] += group
+        load[i] += len(group) * (1 + spec.numel_x / 2**27)  # a first call (compiling) + its size
+    return [lane for lane in lanes if lane]
+
+
+def _run_lanes(tasks: list[Task], log, jobs: int, env: dict[str, str] | None = None) -> list[dict[str, object]]:
+    """Run the tasks in up to ``jobs`` children at once (each lane as ``_run_in_children`` runs it: a crash
+    costs one case) and return their records in the order of ``tasks``."""
+    lanes = _lanes(tasks, jobs)
+    if len(lanes) > 1:
+        log(f"  {len(tasks)} runs in {len(lanes)} processes at once")
+    with ThreadPoolExecutor(max_workers=len(lanes)) as pool:
+        done = list(pool.map(lambda lane: _run_in_children(lane, log, env), lanes))
+    by_id = {record["id"]: record for records in done for record in records}
+    return [by_id[task.case_id] for task in tasks]
+
+
+def default_jobs() -> int:
+    """How many children run at once: ``$SSD_MATRIX_JOBS``, else half the CPUs (compiling is the cost) up to 8."""
+    if value := os.environ.get("SSD_MATRIX_JOBS"):
+        if not value.isdigit() or int(value) < 1:
+            raise ValueError(f"SSD_MATRIX_JOBS must be a whole number >= 1; got {value!r}")
+        return int(value)
+    return max(1, min(8, (os.cpu_count() or 2) // 2))
+
+
+def run_matrix(suite: str, impls: tuple[str, ...] | None = None, log=print, jobs: int | None = None) -> ResultsFile:
     os.environ.update(FIXED_CONFIG_ENV)  # inherited by the children; recorded in the results' environment
     impls = impls or SUITE_IMPLS[suite]
     results = ResultsFile(suite)
@@ -287,19 +327,26 @@ def run_matrix(suite: str, impls: tuple[str, ...] | None = None, log=print) -> R
     start = time.perf_counter()
     compiled = [t for t in runnable if not IMPLS[t.impl].interpreter]
     interpreted = [t for t in runnable if IMPLS[t.impl].interpreter]
-    for record in _run_in_children(compiled, log):
+    jobs = jobs or default_jobs()  # children at once: compiling (the bulk of a first run) is parallel
+    for record in _run_lanes(compiled, log, jobs):
         results.add(record)
-    if interpreted:  # TRITON_INTERPRET must be set before triton is imported: a child of their own
-        for record in _run_in_children(interpreted, log, env=INTERPRETER_ENV):
+    if interpreted:  # TRITON_INTERPRET must be set before triton is imported: children of their own
+        for record in _run_lanes(interpreted, log, jobs, env=INTERPRETER_ENV):
             results.add(record)
     log(f"{suite}: {time.perf_counter() - start:.0f} s; {results.summary()}")
     return results
 
 
+def _notes(jobs: int) -> list[str]:
+    return [FIXED_CONFIG_NOTE, f"cases ran in up to {jobs} processes at once, so first_call_s (compile included) "
+                               "is taken on a shared machine: a rough figure, not a measurement of compile time"]
+
+
 def run_and_write(suite: str) -> dict[str, dict[str, object]]:
     """Run the suite's matrix, write its results file, and return its records by case id."""
-    results = run_matrix(suite)
-    print(f"\n{suite} results: {results.write(notes=[FIXED_CONFIG_NOTE])} {results.summary()}")
+    jobs = default_jobs()
+    results = run_matrix(suite, jobs=jobs)
+    print(f"\n{suite} results: {results.write(notes=_notes(jobs))} {results.summary()}")
     return {r["id"]: r for r in results.cases}
 
 
@@ -308,14 +355,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("suite", nargs="?", choices=("correctness", "stability"))
     parser.add_argument("--impl", nargs="+", default=None, choices=sorted(IMPLS),
                         help="default: every implementation the suite covers")
+    parser.add_argument("--jobs", type=int, default=None,
+                        help="children at once (default: $SSD_MATRIX_JOBS, else half the CPUs, at most 8)")
     parser.add_argument("--child", nargs=2, type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         return _child(*args.child)
     if args.suite is None:
         parser.error("name a suite: correctness or stability")
-    results = run_matrix(args.suite, tuple(args.impl) if args.impl else None)
-    print(f"{args.suite}: wrote {results.write(notes=[FIXED_CONFIG_NOTE])}")
+    if args.jobs is not None and args.jobs < 1:
+        parser.error(f"--jobs must be >= 1; got {args.jobs}")
+    args.jobs = args.jobs or default_jobs()
+    results = run_matrix(args.suite, tuple(args.impl) if args.impl else None, jobs=args.jobs)
+    print(f"{args.suite}: wrote {results.write(notes=_notes(args.jobs))}")
     return 0
 
 
