@@ -207,6 +207,16 @@ def _tuning_note(run: Run) -> str:
     return f" TileGym's tuning in this run: {esc(tuning)}." if tuning else ""
 
 
+def _compile_note(run: Run) -> str:
+    phase = run.files["benchmark"].get("compile_phase")
+    if not isinstance(phase, dict):
+        return " Compile time is the first call of the timed process (compilation and autotune)."
+    failed = phase.get("failed") or {}
+    return (f" Compile phase: {fmt(phase.get('first_calls'))} of {fmt(phase.get('of'))} first calls in "
+            f"{fmt(phase.get('jobs'))} processes, {fmt(phase.get('wall_s'), '.0f')} s"
+            f"{f', {len(failed)} failed there' if failed else ''}; {esc(phase.get('what'))}.")
+
+
 def _config_source(case: dict) -> str:
     """Where TileGym's config for this case came from, one line per distinct source."""
     decisions = case.get("tilegym_tuning")
@@ -235,7 +245,7 @@ def times(run: Run) -> str:
                      *timing])
     return (f'<p class="muted">Microseconds. Kernel time: CUPTI, summed over the kernels of one call, L2 flushed '
             f"before each rep; wall time: CUDA events around the call. Median and p10\u2013p90; rel_std above "
-            f"{REL_STD_FLAG:.0%} is flagged noisy. Compile time (s) is recorded apart.{_tuning_note(run)}</p>"
+            f"{REL_STD_FLAG:.0%} is flagged noisy.{_compile_note(run)}{_tuning_note(run)}</p>"
             + table(["case", "impl", "shape", "dtype", "status", "#kernel median", "#kernel p10\u2013p90",
                      "#rel_std", "#reps", "#wall median", "#wall p10\u2013p90", "#compile s"], rows))
 

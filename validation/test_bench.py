@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from reference import ProblemSpec
+from validation.bench import precompile
 from validation.bench.flops import cost, floor_us
 from validation.bench.pytest_benchmark_json import convert
 from validation.bench.timing import Samples
@@ -46,3 +48,32 @@ def test_pytest_benchmark_file_carries_the_cupti_samples() -> None:
     assert bench["stats"]["median"] == pytest.approx(11e-6) and bench["stats"]["rounds"] == 3
     assert bench["extra_info"]["kernel_us"]["median"] == 11.0 and "samples" not in bench["extra_info"]["kernel_us"]
     json.dumps(doc)
+
+
+def test_compile_phase_starts_with_the_shortest_points_and_leaves_out_what_cannot_run() -> None:
+    specs = [ProblemSpec(**{**HEADLINE, "seqlen": s, "dstate": d}, regime="typical", seed=0)
+             for s in (4096, 1024) for d in (128, 64)]
+    order = precompile.schedule(specs, ["triton", "cutile"])
+    assert [(s.seqlen, s.dstate, impl) for s, impl in order] == [
+        (1024, 64, "triton"), (1024, 64, "cutile"), (1024, 128, "triton"), (1024, 128, "cutile"),
+        (4096, 64, "triton"), (4096, 64, "cutile"), (4096, 128, "triton"), (4096, 128, "cutile")]
+    ragged = ProblemSpec(**{**HEADLINE, "seqlen": 1000}, regime="typical", seed=0)  # TileGym takes whole chunks
+    assert precompile.schedule([ragged], ["tilegym"]) == []
+
+
+def test_compile_phase_memory_estimate_covers_states_and_io() -> None:
+    spec = ProblemSpec(**{**HEADLINE, "seqlen": 262144, "dstate": 512}, regime="typical", seed=0)
+    c = cost(**HEADLINE | {"seqlen": 262144, "dstate": 512})
+    assert precompile.memory_estimate(spec) >= c.bytes + c.chunk_state_bytes
+    assert 30e9 < precompile.memory_estimate(spec) < 60e9, "the largest sweep point: ~21 GB of io and states"
+
+
+def test_compile_phase_runs_every_first_call_in_processes_at_once() -> None:
+    """Real spawned processes on the CPU, with the float64 chunked reference standing in for the kernels."""
+    specs = [ProblemSpec(batch=1, seqlen=s, nheads=2, headdim=16, ngroups=1, dstate=16, chunk_size=16, dtype="fp32",
+                         regime="typical", seed=0) for s in (32, 48, 64)]
+    lines: list[str] = []
+    phase = precompile.first_calls(specs, ["reference-chunked"], jobs=2, tuning="cached", log=lines.append)
+    assert (phase["first_calls"], phase["of"], phase["failed"], phase["jobs"]) == (3, 3, {}, 2)
+    assert sorted(phase["seconds"]) == sorted(s.case_id("reference-chunked") for s in specs)
+    assert lines[0] == "compile phase: 3 first calls in 2 processes" and lines[-1].startswith("compile phase: 3 of 3")

@@ -93,6 +93,8 @@ def _suites(gpu: str = "synthetic-test-gpu", scale: float = 1.0) -> dict[str, di
             ("tilegym", "typical", "unsupported", None, None), ("tilegym", "huge_A_dt", "crashed", None, None))]
     benchmark = {"cases": _bench_cases(scale),
                  "tilegym_tuning": {"mode": "cached", "what": "stored choices <synthetic>"},
+                 "compile_phase": {"jobs": 8, "wall_s": 41.2, "first_calls": 11, "of": 12,
+                                   "failed": {"bench-tilegym-x": "OverflowError: synthetic"}, "what": "<synthetic>"},
                  "published_ratios": {"gpu": "B300 (synthetic)", "source": "synthetic values chosen by the test",
                                       "points": [{"seqlen": s, "dstate": d, "ratio": 1.1 + d / 640 + s / 2**20}
                                                  for d in (64, 128) for s in (1024, 16384, 262144)]}}
@@ -175,6 +177,11 @@ def test_tilegym_config_source_is_shown(run_dir: Path, tmp_path: Path) -> None:
     assert "TileGym's tuning in this run: cached: stored choices &lt;synthetic&gt;." in times
     row = next(r for r in times.split("<tr>") if "bench-tilegym-L1024-n64" in r)
     assert "TileGym config: shipped choice (tuned.json, tuned &lt;synthetic&gt;)" in row
+
+
+def test_compile_phase_is_summed_up(run_dir: Path, tmp_path: Path) -> None:
+    times = _section(_render(run_dir, tmp_path / "out"), "times")
+    assert "Compile phase: 11 of 12 first calls in 8 processes, 41 s, 1 failed there; &lt;synthetic&gt;." in times
 
 
 def test_nulls_show_their_reason(run_dir: Path, tmp_path: Path) -> None:

@@ -9,6 +9,9 @@ and autotune, timed apart), the correctness gate on those exact inputs against f
 tolerance table (a red gate records the failure and no time), a warm-up, CUPTI kernel time with an
 L2 flush before every rep, and CUDA-event wall time. The device's copy bandwidth and bf16 matmul rate
 are measured in the same run, so every time is also a fraction of the analytic floor.
+
+First a compile phase (validation/bench/precompile.py, ``--compile-jobs``): parallel processes make every
+case's first call, so that the kernels are compiled once, in parallel, before the serial timed loop.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import torch
 
 from kernels.tilegym.api import problem_of
 from reference import ProblemSpec, ssd_chunked
-from validation.bench import tilegym_tuning
+from validation.bench import precompile, tilegym_tuning
 from validation.bench.flops import cost, floor_us
 from validation.bench.published import PUBLISHED_B300
 from validation.bench.pytest_benchmark_json import convert
@@ -44,6 +47,9 @@ TUNING_MODES = {
               "where no choice is stored (each point's tilegym_tuning says which)",
     "tune": "TileGym's exhaustive autotune, run in this run where no choice was stored, and stored",
     "off": "autotune disabled (TILEGYM_DISABLE_AUTOTUNE=1): TileGym's first config per shape"}
+COMPILE_PHASE = ("before timing, parallel processes made every case's first call, filling the kernels' disk caches; "
+                 "compile_s is then the timed process's first call (loading kernels, Triton's autotune) and "
+                 "precompile_s the compile phase's, taken while other processes compiled too")
 
 
 def _not_run(spec: ProblemSpec, impl: str, reason: str) -> dict[str, object]:
@@ -151,11 +157,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--budget-s", type=float, default=None,
                         help="start no new point after this many seconds; the rest is recorded as not-run")
+    parser.add_argument("--compile-jobs", type=int, default=precompile.default_jobs(),
+                        help="processes that make every first call before timing starts, filling the kernels' "
+                             "disk caches (compiling is most of a first run); 0: no compile phase "
+                             "(default: half the CPUs, at most 8)")
     parser.add_argument("--tilegym-tuning", choices=tilegym_tuning.MODES, default="cached",
                         help="cached (default): TileGym's stored choice per shape, else its first config; tune: run "
                              "TileGym's exhaustive autotune where no choice is stored (about 5 minutes per new "
                              "shape on an H200) and store it; off: TileGym's first config everywhere")
     args = parser.parse_args(argv)
+    if args.compile_jobs < 0:
+        parser.error(f"--compile-jobs must be >= 0; got {args.compile_jobs}")
     points = sorted({(seqlen, dstate) for seqlen in args.seqlen for dstate in args.dstate})
     specs = [ProblemSpec(seqlen=seqlen, dstate=dstate, **POINT) for seqlen, dstate in points]
     results = ResultsFile("benchmark")
@@ -172,6 +184,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     # A run stopped from outside (SIGTERM, Ctrl-C) still writes what it measured; the rest is not-run.
     signal.signal(signal.SIGTERM, _interrupt)
+    precompiled: dict[str, float] = {}
+    if args.compile_jobs:
+        phase = precompile.first_calls(specs, args.impl, jobs=args.compile_jobs, tuning=args.tilegym_tuning,
+                                       log=_progress)
+        precompiled = phase.pop("seconds")
+        extra["compile_phase"] = {**phase, "what": COMPILE_PHASE}
     ceilings = measure_ceilings(torch.device("cuda"))
     _progress(f"benchmark: copy {ceilings['copy_bandwidth_gbs']:.0f} GB/s, bf16 matmul "
               f"{ceilings['bf16_matmul_tflops']:.0f} TFLOP/s; {len(specs)} points x {len(args.impl)} implementations")
@@ -184,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
                 if args.budget_s is not None and time.perf_counter() - start > args.budget_s:
                     raise KeyboardInterrupt(f"the time budget of {args.budget_s:.0f} s is spent")
                 for record in bench_point(spec, args.impl, ceilings, args.reps):
+                    if record["id"] in precompiled:
+                        record["precompile_s"] = precompiled[record["id"]]
                     results.add(record)
                     _progress(f"[{i}/{len(specs)} {time.perf_counter() - start:6.0f}s] l={spec.seqlen:<7}"
                               f" n={spec.dstate:<4} {record['impl']:<8} {_shown(record)}")

@@ -1,0 +1,120 @@
+"""The benchmark's compile phase: the first call of every (point, implementation), in parallel processes.
+
+Compiling is most of a first run on a bare machine (our cuTile kernels per specialisation, TileGym's
+chosen config per shape, every config mamba_ssm's Triton autotuner tries), and compiling is CPU work
+that runs in parallel, while the timed loop is serial on the GPU. So before the timed loop, ``jobs``
+spawned processes make the first call of every case, which fills cuTile's and Triton's disk caches; the
+timed process then loads those kernels from disk.
+
+Nothing measured comes from here. Triton's autotuner still picks its configs in the timed process (this
+phase does not persist autotune choices), TileGym runs its stored choice or its first config (``tune``
+is never run here: it would time configs on a shared GPU), and a case that fails here is called again
+in the timed loop, which records the failure. The phase's first-call times are kept beside the
+measurements (``precompile_s``, taken while other processes compile too).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+
+import torch
+
+from reference import ProblemSpec
+from validation.bench import tilegym_tuning
+from validation.bench.flops import cost
+from validation.registry import IMPLS
+
+__all__ = ["default_jobs", "first_calls", "memory_estimate", "schedule"]
+
+MEMORY_SHARE = 0.8  # of the GPU's free memory, for the cases in flight together
+
+
+def default_jobs() -> int:
+    """Half the CPUs (compiling is CPU work; each process also runs kernels), at most 8."""
+    return max(1, min(8, (os.cpu_count() or 2) // 2))
+
+
+def memory_estimate(spec: ProblemSpec) -> int:
+    """Bytes one first call may hold on the GPU: twice its inputs, outputs and chunk states (an autotuner
+    keeps copies), plus a CUDA context."""
+    c = cost(**spec.shape_dict(), dtype=spec.dtype, with_D=spec.with_D, with_initial_state=spec.with_initial_state)
+    return 2 * (c.bytes + c.chunk_state_bytes) + 2**30
+
+
+def schedule(specs: Sequence[ProblemSpec], impls: Sequence[str]) -> list[tuple[ProblemSpec, str]]:
+    """The cases in the order they start: shortest sequences first, so that the first wave compiles every
+    distinct kernel once (one per dstate and implementation) and the longer points mostly load it."""
+    cases = [(spec, impl) for spec in specs for impl in impls if IMPLS[impl].unsupported_reason(spec) is None]
+    return sorted(cases, key=lambda case: (case[0].seqlen, case[0].dstate, impls.index(case[1])))
+
+
+def _first_call(fields: dict[str, object], impl: str, tuning: str) -> float:
+    """In a worker: the case's first call, in seconds."""
+    spec = ProblemSpec(**fields)
+    cuda = torch.cuda.is_available()  # always on a GPU in the benchmark; the CPU runs the tests' references
+    inputs = spec.make_inputs(torch.device("cuda" if cuda else "cpu"))
+    fn = IMPLS[impl].load()
+    context = tilegym_tuning.use(tuning) if impl == "tilegym" else contextlib.nullcontext()
+    with context:
+        start = time.perf_counter()
+        fn(*inputs.as_args(), chunk_size=spec.chunk_size)
+        if cuda:
+            torch.cuda.synchronize()
+        elapsed = time.perf_counter() - start
+    del inputs
+    if cuda:
+        torch.cuda.empty_cache()
+    return elapsed
+
+
+def first_calls(specs: Sequence[ProblemSpec], impls: Sequence[str], *, jobs: int, tuning: str,
+                log: Callable[[str], None]) -> dict[str, object]:
+    """Make every first call in ``jobs`` processes, at most ``MEMORY_SHARE`` of the free GPU memory in flight
+    (by :func:`memory_estimate`). Returns the phase's summary for the results file."""
+    tuning_here = "off" if tuning == "off" else "cached"
+    pending = deque(schedule(specs, impls))
+    total = len(pending)
+    budget = MEMORY_SHARE * torch.cuda.mem_get_info()[0] if torch.cuda.is_available() else float("inf")
+    seconds: dict[str, float] = {}
+    failed: dict[str, str] = {}
+    running: dict[Future, tuple[ProblemSpec, str, int]] = {}
+    in_flight = 0
+    start = time.perf_counter()
+    log(f"compile phase: {total} first calls in {jobs} processes")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        while pending or running:
+            while pending and len(running) < jobs and (
+                    not running or in_flight + memory_estimate(pending[0][0]) <= budget):
+                spec, impl = pending.popleft()
+                future = pool.submit(_first_call, spec.as_dict(), impl, tuning_here)
+                running[future] = (spec, impl, memory_estimate(spec))
+                in_flight += running[future][2]
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                spec, impl, held = running.pop(future)
+                in_flight -= held
+                case_id, error = spec.case_id(impl), future.exception()
+                done = len(seconds) + len(failed) + 1
+                if error is None:
+                    seconds[case_id] = future.result()
+                    log(f"[compile {done}/{total} {time.perf_counter() - start:5.0f}s] l={spec.seqlen:<7} "
+                        f"n={spec.dstate:<4} {impl:<8} first call {seconds[case_id]:.1f} s")
+                else:
+                    failed[case_id] = f"{type(error).__name__}: {error}"[:300]
+                    log(f"[compile {done}/{total}] {case_id}: {failed[case_id]} (the timed loop calls it again "
+                        "and records what happens)")
+                if isinstance(error, BrokenProcessPool) and pending:
+                    log(f"compile phase: a process died; the {len(pending)} cases not started compile in the "
+                        "timed loop")
+                    pending.clear()
+    wall = time.perf_counter() - start
+    log(f"compile phase: {len(seconds)} of {total} first calls in {wall:.0f} s")
+    return {"jobs": jobs, "wall_s": wall, "first_calls": len(seconds), "of": total, "failed": failed,
+            "seconds": seconds, "tilegym_tuning": tuning_here}
