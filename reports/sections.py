@@ -217,8 +217,17 @@ def _compile_note(run: Run) -> str:
             f"{f', {len(failed)} failed there' if failed else ''}; {esc(phase.get('what'))}.")
 
 
+def _triton_note(run: Run) -> str:
+    tuning = run.files["benchmark"].get("triton_tuning")
+    if not isinstance(tuning, dict):  # runs before the choice was offered tuned on the first length met
+        return ""
+    return f" Triton's autotune in this run: {esc(tuning.get('mode'))}: {esc(tuning.get('what'))}."
+
+
 def _config_source(case: dict) -> str:
-    """Where TileGym's config for this case came from, one line per distinct source."""
+    """Where TileGym's config (or the length Triton tuned at) for this case came from."""
+    if isinstance(case.get("triton_tuned_at"), int):
+        return f'<br><span class="why">Triton tuned at {case["triton_tuned_at"]} tokens</span>'
     decisions = case.get("tilegym_tuning")
     if not isinstance(decisions, list) or not decisions:
         return ""
@@ -245,7 +254,7 @@ def times(run: Run) -> str:
                      *timing])
     return (f'<p class="muted">Microseconds. Kernel time: CUPTI, summed over the kernels of one call, L2 flushed '
             f"before each rep; wall time: CUDA events around the call. Median and p10\u2013p90; rel_std above "
-            f"{REL_STD_FLAG:.0%} is flagged noisy.{_compile_note(run)}{_tuning_note(run)}</p>"
+            f"{REL_STD_FLAG:.0%} is flagged noisy.{_compile_note(run)}{_triton_note(run)}{_tuning_note(run)}</p>"
             + table(["case", "impl", "shape", "dtype", "status", "#kernel median", "#kernel p10\u2013p90",
                      "#rel_std", "#reps", "#wall median", "#wall p10\u2013p90", "#compile s"], rows))
 

@@ -54,9 +54,12 @@ def test_compile_phase_starts_with_the_shortest_points_and_leaves_out_what_canno
     specs = [ProblemSpec(**{**HEADLINE, "seqlen": s, "dstate": d}, regime="typical", seed=0)
              for s in (4096, 1024) for d in (128, 64)]
     order = precompile.schedule(specs, ["triton", "cutile"])
-    assert [(s.seqlen, s.dstate, impl) for s, impl in order] == [
+    assert [(s.seqlen, s.dstate, impl) for s, impl in order] == [  # Triton once per dstate: length-free kernels
         (1024, 64, "triton"), (1024, 64, "cutile"), (1024, 128, "triton"), (1024, 128, "cutile"),
-        (4096, 64, "triton"), (4096, 64, "cutile"), (4096, 128, "triton"), (4096, 128, "cutile")]
+        (4096, 64, "cutile"), (4096, 128, "cutile")]
+    odd = ProblemSpec(**{**HEADLINE, "seqlen": 1000}, regime="typical", seed=0)  # not a multiple of 16: kept
+    assert [(s.seqlen, impl) for s, impl in precompile.schedule([*specs, odd], ["triton"])] == [
+        (1000, "triton"), (1024, "triton"), (1024, "triton")]
     ragged = ProblemSpec(**{**HEADLINE, "seqlen": 1000}, regime="typical", seed=0)  # TileGym takes whole chunks
     assert precompile.schedule([ragged], ["tilegym"]) == []
 
@@ -77,3 +80,21 @@ def test_compile_phase_runs_every_first_call_in_processes_at_once() -> None:
     assert (phase["first_calls"], phase["of"], phase["failed"], phase["jobs"]) == (3, 3, {}, 2)
     assert sorted(phase["seconds"]) == sorted(s.case_id("reference-chunked") for s in specs)
     assert lines[0] == "compile phase: 3 first calls in 2 processes" and lines[-1].startswith("compile phase: 3 of 3")
+
+
+def test_forgetting_triton_autotune_choices_empties_every_tuner() -> None:
+    from triton import Config
+
+    from kernels.triton import forget_autotune_choices
+    from kernels.triton.api import _KERNEL_MODULES
+
+    forget_autotune_choices()  # imports mamba_ssm's kernel modules (decoration only; no GPU needed)
+    import mamba_ssm.ops.triton.ssd_chunk_scan as chunk_scan
+    import mamba_ssm.ops.triton.ssd_chunk_state as chunk_state
+
+    chunk_scan._chunk_scan_fwd_kernel.cache[(128, 64, 128, True)] = Config({})
+    chunk_state._chunk_state_fwd_kernel.cache[(128, 64, 128)] = Config({})
+    assert forget_autotune_choices() == 2
+    assert not chunk_scan._chunk_scan_fwd_kernel.cache and not chunk_state._chunk_state_fwd_kernel.cache
+    assert forget_autotune_choices() == 0
+    assert {"ssd_chunk_scan", "ssd_chunk_state", "ssd_state_passing", "ssd_bmm"} == set(_KERNEL_MODULES)

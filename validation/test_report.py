@@ -68,6 +68,7 @@ def _bench_cases(scale: float = 1.0) -> list[dict[str, object]]:
     tuned = next(c for c in cases if c["id"] == "bench-tilegym-L1024-n64")
     tuned["tilegym_tuning"] = [{"kernel": k, "source": "shipped choice (tuned.json, tuned <synthetic>)"}
                                for k in ("chunk_cumsum_kernel", "compute_out_kernel")]
+    next(c for c in cases if c["id"] == "bench-triton-L1024-n64")["triton_tuned_at"] = 16384
     return cases
 
 
@@ -93,6 +94,7 @@ def _suites(gpu: str = "synthetic-test-gpu", scale: float = 1.0) -> dict[str, di
             ("tilegym", "typical", "unsupported", None, None), ("tilegym", "huge_A_dt", "crashed", None, None))]
     benchmark = {"cases": _bench_cases(scale),
                  "tilegym_tuning": {"mode": "cached", "what": "stored choices <synthetic>"},
+                 "triton_tuning": {"mode": "headline", "what": "tuned at <synthetic>"},
                  "compile_phase": {"jobs": 8, "wall_s": 41.2, "first_calls": 11, "of": 12,
                                    "failed": {"bench-tilegym-x": "OverflowError: synthetic"}, "what": "<synthetic>"},
                  "published_ratios": {"gpu": "B300 (synthetic)", "source": "synthetic values chosen by the test",
@@ -177,6 +179,9 @@ def test_tilegym_config_source_is_shown(run_dir: Path, tmp_path: Path) -> None:
     assert "TileGym's tuning in this run: cached: stored choices &lt;synthetic&gt;." in times
     row = next(r for r in times.split("<tr>") if "bench-tilegym-L1024-n64" in r)
     assert "TileGym config: shipped choice (tuned.json, tuned &lt;synthetic&gt;)" in row
+    assert "Triton's autotune in this run: headline: tuned at &lt;synthetic&gt;." in times
+    row = next(r for r in times.split("<tr>") if "bench-triton-L1024-n64" in r)
+    assert "Triton tuned at 16384 tokens" in row
 
 
 def test_compile_phase_is_summed_up(run_dir: Path, tmp_path: Path) -> None:

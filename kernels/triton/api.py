@@ -25,7 +25,7 @@ import torch
 
 from reference.checks import check_inputs
 
-__all__ = ["MAMBA_SSM_PIN", "mamba_ssm_version", "ssd_fwd_triton"]
+__all__ = ["MAMBA_SSM_PIN", "forget_autotune_choices", "mamba_ssm_version", "ssd_fwd_triton"]
 
 MAMBA_SSM_PIN = "2.3.2.post1"
 _INSTALL = (f"MAMBA_SKIP_CUDA_BUILD=TRUE MAMBA_FORCE_BUILD=TRUE "
@@ -61,6 +61,28 @@ def _mamba_chunk_scan_combined() -> tuple[Callable[..., tuple[torch.Tensor, torc
     chunk_scan = importlib.import_module("mamba_ssm.ops.triton.ssd_chunk_scan")
     interpreted = isinstance(chunk_scan._chunk_scan_fwd_kernel.fn, InterpretedFunction)
     return ssd_combined.mamba_chunk_scan_combined, interpreted
+
+
+_KERNEL_MODULES = ("ssd_chunk_state", "ssd_state_passing", "ssd_bmm", "ssd_chunk_scan")
+
+
+def forget_autotune_choices() -> int:
+    """Forget the configs mamba_ssm's Triton autotuners chose in this process; returns how many.
+
+    Its autotune keys are (chunk_size, headdim, dstate), not the length: a process tunes on the first
+    length it meets and runs that choice at every other. Forgetting makes the next call tune again, at
+    its own shape (the compiled kernels stay in Triton's caches)."""
+    _mamba_chunk_scan_combined()
+    from triton.runtime.autotuner import Autotuner
+
+    forgotten = 0
+    for name in _KERNEL_MODULES:
+        module = importlib.import_module(f"mamba_ssm.ops.triton.{name}")
+        for tuner in vars(module).values():
+            if isinstance(tuner, Autotuner):
+                forgotten += len(tuner.cache)
+                tuner.cache.clear()
+    return forgotten
 
 
 def ssd_fwd_triton(

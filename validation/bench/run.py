@@ -47,6 +47,12 @@ TUNING_MODES = {
               "where no choice is stored (each point's tilegym_tuning says which)",
     "tune": "TileGym's exhaustive autotune, run in this run where no choice was stored, and stored",
     "off": "autotune disabled (TILEGYM_DISABLE_AUTOTUNE=1): TileGym's first config per shape"}
+TRITON_TUNING = {
+    "headline": "mamba_ssm's autotune keys on (chunk, headdim, dstate), not the length, so a process tunes on the "
+                "first length it meets: before the timed loop, one call per dstate at the headline length (16384 "
+                "tokens) tunes it there, and every length runs that choice, as in a model",
+    "per-point": "the autotune choices are forgotten before every point, so Triton tunes at each point's own shape "
+                 "(the most favourable to Triton; about 5 s of tuning per point, in its compile_s)"}
 COMPILE_PHASE = ("before timing, parallel processes made every case's first call, filling the kernels' disk caches; "
                  "compile_s is then the timed process's first call (loading kernels, Triton's autotune) and "
                  "precompile_s the compile phase's, taken while other processes compiled too")
@@ -93,7 +99,18 @@ def _warm(fn, seconds: float) -> None:
     torch.cuda.synchronize()
 
 
-def bench_point(spec: ProblemSpec, impls: list[str], ceilings: dict[str, float], reps: int) -> list[dict]:
+def tune_triton_at(spec: ProblemSpec) -> float:
+    """Seconds of a first call of the Triton baseline at ``spec``, its autotune choices forgotten: it tunes there."""
+    from kernels.triton import forget_autotune_choices
+
+    forget_autotune_choices()
+    inputs = spec.make_inputs(torch.device("cuda"))
+    fn = IMPLS["triton"].load()
+    return first_call_s(lambda: fn(*inputs.as_args(), chunk_size=spec.chunk_size), torch.device("cuda"))
+
+
+def bench_point(spec: ProblemSpec, impls: list[str], ceilings: dict[str, float], reps: int,
+                triton_tuning: str = "headline") -> list[dict]:
     device = torch.device("cuda")
     inputs = spec.make_inputs(device)
     y_ref, state_ref = ssd_chunked(*inputs.as_args(), chunk_size=32)  # chunk 32: fewer fp64 FLOPs in C·Bᵀ
@@ -114,6 +131,12 @@ def bench_point(spec: ProblemSpec, impls: list[str], ceilings: dict[str, float],
             continue
         fn = impl.load()
         args = inputs.as_args()
+        if name == "triton":
+            if triton_tuning == "per-point":
+                from kernels.triton import forget_autotune_choices
+
+                forget_autotune_choices()
+            record["triton_tuned_at"] = spec.seqlen if triton_tuning == "per-point" else HEADLINE[0]
         out: dict[str, object] = {}
 
         def call(fn=fn, args=args, out=out) -> None:
@@ -161,6 +184,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="processes that make every first call before timing starts, filling the kernels' "
                              "disk caches (compiling is most of a first run); 0: no compile phase "
                              "(default: half the CPUs, at most 8)")
+    parser.add_argument("--triton-tuning", choices=sorted(TRITON_TUNING), default="headline",
+                        help="headline (default): Triton tunes once per dstate at 16384 tokens and runs that choice "
+                             "at every length; per-point: it tunes at every point (about 5 s each)")
     parser.add_argument("--tilegym-tuning", choices=tilegym_tuning.MODES, default="cached",
                         help="cached (default): TileGym's stored choice per shape, else its first config; tune: run "
                              "TileGym's exhaustive autotune where no choice is stored (about 5 minutes per new "
@@ -172,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     specs = [ProblemSpec(seqlen=seqlen, dstate=dstate, **POINT) for seqlen, dstate in points]
     results = ResultsFile("benchmark")
     extra = {"published_ratios": PUBLISHED_B300, "headline": dict(zip(("seqlen", "dstate"), HEADLINE, strict=True)),
+             "triton_tuning": {"mode": args.triton_tuning, "what": TRITON_TUNING[args.triton_tuning]},
              "tilegym_tuning": {"mode": args.tilegym_tuning, "what": TUNING_MODES[args.tilegym_tuning],
                                 "store": str(tilegym_tuning.user_store_path()),
                                 "shipped": str(tilegym_tuning.SHIPPED.relative_to(ROOT))}}
@@ -198,10 +225,15 @@ def main(argv: list[str] | None = None) -> int:
     tuning = tilegym_tuning.use(args.tilegym_tuning) if "tilegym" in args.impl else contextlib.nullcontext()
     with tuning:
         try:
+            if "triton" in args.impl and args.triton_tuning == "headline":
+                tuned = extra["triton_tuning"]["tuned_s"] = {}
+                for dstate in sorted({spec.dstate for spec in specs}):
+                    tuned[dstate] = tune_triton_at(ProblemSpec(seqlen=HEADLINE[0], dstate=dstate, **POINT))
+                    _progress(f"triton: tuned at {HEADLINE[0]} tokens for dstate {dstate} in {tuned[dstate]:.1f} s")
             for i, spec in enumerate(specs, 1):
                 if args.budget_s is not None and time.perf_counter() - start > args.budget_s:
                     raise KeyboardInterrupt(f"the time budget of {args.budget_s:.0f} s is spent")
-                for record in bench_point(spec, args.impl, ceilings, args.reps):
+                for record in bench_point(spec, args.impl, ceilings, args.reps, args.triton_tuning):
                     if record["id"] in precompiled:
                         record["precompile_s"] = precompiled[record["id"]]
                     results.add(record)
