@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import torch
@@ -10,7 +11,7 @@ from reference import ProblemSpec, SSDInputs, ssd_chunked, ssd_recurrent
 from validation.compare import Errors, errors
 from validation.tolerances import Tolerance, tolerance_for
 
-__all__ = ["HAS_CUDA", "NO_CUDA_REASON", "Verdict", "judge", "oracle"]
+__all__ = ["HAS_CUDA", "NO_CUDA_REASON", "Verdict", "judge", "oracle", "processes_at_once"]
 
 HAS_CUDA = torch.cuda.is_available()
 NO_CUDA_REASON = "not run: no CUDA device (torch.cuda.is_available() is False)"
@@ -18,6 +19,12 @@ NO_CUDA_REASON = "not run: no CUDA device (torch.cuda.is_available() is False)"
 # Up to this many tokens the oracle is the float64 recurrence itself; beyond, the float64 chunked
 # form (validated against the recurrence by test_reference.py) stands in for it.
 RECURRENT_MAX_SEQLEN = 4096
+
+
+def processes_at_once() -> int:
+    """How many processes a suite runs at once where compiling is the cost: half the CPUs (each process
+    also runs kernels), at most 8."""
+    return max(1, min(8, (os.cpu_count() or 2) // 2))
 
 
 def oracle(spec: ProblemSpec, inputs: SSDInputs) -> tuple[torch.Tensor, torch.Tensor, str]:

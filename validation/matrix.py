@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 
 from reference import ProblemSpec
-from validation.gpu import HAS_CUDA, RECURRENT_MAX_SEQLEN, judge, oracle
+from validation.gpu import HAS_CUDA, RECURRENT_MAX_SEQLEN, judge, oracle, processes_at_once
 from validation.registry import IMPLS
 from validation.results import ResultsFile
 from validation.triton_interpreter import INTERPRETER_ENV, cpu_device_shim
@@ -303,12 +303,12 @@ def _run_lanes(tasks: list[Task], log, jobs: int, env: dict[str, str] | None = N
 
 
 def default_jobs() -> int:
-    """How many children run at once: ``$SSD_MATRIX_JOBS``, else half the CPUs (compiling is the cost) up to 8."""
+    """How many children run at once: ``$SSD_MATRIX_JOBS``, else ``processes_at_once()``."""
     if value := os.environ.get("SSD_MATRIX_JOBS"):
         if not value.isdigit() or int(value) < 1:
             raise ValueError(f"SSD_MATRIX_JOBS must be a whole number >= 1; got {value!r}")
         return int(value)
-    return max(1, min(8, (os.cpu_count() or 2) // 2))
+    return processes_at_once()
 
 
 def run_matrix(suite: str, impls: tuple[str, ...] | None = None, log=print, jobs: int | None = None) -> ResultsFile:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
-import os
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -32,14 +31,9 @@ from validation.bench import tilegym_tuning
 from validation.bench.flops import cost
 from validation.registry import IMPLS
 
-__all__ = ["default_jobs", "first_calls", "memory_estimate", "schedule"]
+__all__ = ["first_calls", "memory_estimate", "schedule"]
 
 MEMORY_SHARE = 0.8  # of the GPU's free memory, for the cases in flight together
-
-
-def default_jobs() -> int:
-    """Half the CPUs (compiling is CPU work; each process also runs kernels), at most 8."""
-    return max(1, min(8, (os.cpu_count() or 2) // 2))
 
 
 def memory_estimate(spec: ProblemSpec) -> int:

@@ -32,7 +32,7 @@ from validation.bench.flops import cost, floor_us
 from validation.bench.published import PUBLISHED_B300
 from validation.bench.pytest_benchmark_json import convert
 from validation.bench.timing import cupti_kernel_us, first_call_s, wall_us
-from validation.gpu import HAS_CUDA, NO_CUDA_REASON, judge
+from validation.gpu import HAS_CUDA, NO_CUDA_REASON, judge, processes_at_once
 from validation.provenance import ROOT
 from validation.registry import IMPLS
 from validation.results import ResultsFile, write_json_atomic
@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--budget-s", type=float, default=None,
                         help="start no new point after this many seconds; the rest is recorded as not-run")
-    parser.add_argument("--compile-jobs", type=int, default=precompile.default_jobs(),
+    parser.add_argument("--compile-jobs", type=int, default=processes_at_once(),
                         help="processes that make every first call before timing starts, filling the kernels' "
                              "disk caches (compiling is most of a first run); 0: no compile phase "
                              "(default: half the CPUs, at most 8)")
