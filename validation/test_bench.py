@@ -98,3 +98,23 @@ def test_forgetting_triton_autotune_choices_empties_every_tuner() -> None:
     assert not chunk_scan._chunk_scan_fwd_kernel.cache and not chunk_state._chunk_state_fwd_kernel.cache
     assert forget_autotune_choices() == 0
     assert {"ssd_chunk_scan", "ssd_chunk_state", "ssd_state_passing", "ssd_bmm"} == set(_KERNEL_MODULES)
+
+
+def test_triton_is_tuned_at_the_headline_length_once_per_dstate(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its choices are forgotten once, before all the tuning calls: forgetting before each dstate dropped the
+    choices made for the others (found on the H200: dstate 64-256 then tuned at 1024 tokens)."""
+    import torch
+
+    import kernels.triton
+    from validation.bench import run
+    from validation.registry import IMPLS
+
+    events: list[object] = []
+    monkeypatch.setattr(kernels.triton, "forget_autotune_choices", lambda: events.append("forget"))
+    stand_in = type("StandIn", (), {"load": lambda self: lambda x, dt, A, B, C, D, h0, chunk_size: events.append(
+        ("call", x.shape[1], B.shape[-1], chunk_size))})()
+    monkeypatch.setitem(IMPLS, "triton", stand_in)
+    monkeypatch.setattr(run, "first_call_s", lambda fn, device: fn() or 0.0)
+    tuned = run.tune_triton_at_headline([64, 128], torch.device("cpu"))
+    assert events == ["forget", ("call", 16384, 64, 128), ("call", 16384, 128, 128)]
+    assert tuned == {64: 0.0, 128: 0.0}

@@ -99,14 +99,20 @@ def _warm(fn, seconds: float) -> None:
     torch.cuda.synchronize()
 
 
-def tune_triton_at(spec: ProblemSpec) -> float:
-    """Seconds of a first call of the Triton baseline at ``spec``, its autotune choices forgotten: it tunes there."""
+def tune_triton_at_headline(dstates: list[int], device: torch.device) -> dict[int, float]:
+    """Forget Triton's autotune choices once, then make one first call per dstate at the headline length, so
+    that each (chunk, headdim, dstate) key is tuned there. Returns the seconds of each call (the tuning)."""
     from kernels.triton import forget_autotune_choices
 
-    forget_autotune_choices()
-    inputs = spec.make_inputs(torch.device("cuda"))
+    forget_autotune_choices()  # once: forgetting per dstate would drop the choices made for the others
     fn = IMPLS["triton"].load()
-    return first_call_s(lambda: fn(*inputs.as_args(), chunk_size=spec.chunk_size), torch.device("cuda"))
+    tuned = {}
+    for dstate in dstates:
+        spec = ProblemSpec(seqlen=HEADLINE[0], dstate=dstate, **POINT)
+        args = spec.make_inputs(device).as_args()
+        tuned[dstate] = first_call_s(lambda args=args, c=spec.chunk_size: fn(*args, chunk_size=c), device)
+        _progress(f"triton: tuned at {HEADLINE[0]} tokens for dstate {dstate} in {tuned[dstate]:.1f} s")
+    return tuned
 
 
 def bench_point(spec: ProblemSpec, impls: list[str], ceilings: dict[str, float], reps: int,
@@ -226,10 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     with tuning:
         try:
             if "triton" in args.impl and args.triton_tuning == "headline":
-                tuned = extra["triton_tuning"]["tuned_s"] = {}
-                for dstate in sorted({spec.dstate for spec in specs}):
-                    tuned[dstate] = tune_triton_at(ProblemSpec(seqlen=HEADLINE[0], dstate=dstate, **POINT))
-                    _progress(f"triton: tuned at {HEADLINE[0]} tokens for dstate {dstate} in {tuned[dstate]:.1f} s")
+                extra["triton_tuning"]["tuned_s"] = tune_triton_at_headline(sorted({s.dstate for s in specs}),
+                                                                            torch.device("cuda"))
             for i, spec in enumerate(specs, 1):
                 if args.budget_s is not None and time.perf_counter() - start > args.budget_s:
                     raise KeyboardInterrupt(f"the time budget of {args.budget_s:.0f} s is spent")
