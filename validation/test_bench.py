@@ -85,7 +85,7 @@ def test_compile_phase_runs_every_first_call_in_processes_at_once() -> None:
 def test_forgetting_triton_autotune_choices_empties_every_tuner() -> None:
     from triton import Config
 
-    from kernels.triton import forget_autotune_choices
+    from kernels.triton import autotune_choices, forget_autotune_choices
     from kernels.triton.api import _KERNEL_MODULES
 
     forget_autotune_choices()  # imports mamba_ssm's kernel modules (decoration only; no GPU needed)
@@ -94,7 +94,9 @@ def test_forgetting_triton_autotune_choices_empties_every_tuner() -> None:
 
     chunk_scan._chunk_scan_fwd_kernel.cache[(128, 64, 128, True)] = Config({})
     chunk_state._chunk_state_fwd_kernel.cache[(128, 64, 128)] = Config({})
+    assert autotune_choices() == 2
     assert forget_autotune_choices() == 2
+    assert autotune_choices() == 0
     assert not chunk_scan._chunk_scan_fwd_kernel.cache and not chunk_state._chunk_state_fwd_kernel.cache
     assert forget_autotune_choices() == 0
     assert {"ssd_chunk_scan", "ssd_chunk_state", "ssd_state_passing", "ssd_bmm"} == set(_KERNEL_MODULES)

@@ -25,7 +25,7 @@ import torch
 
 from reference.checks import check_inputs
 
-__all__ = ["MAMBA_SSM_PIN", "forget_autotune_choices", "mamba_ssm_version", "ssd_fwd_triton"]
+__all__ = ["MAMBA_SSM_PIN", "autotune_choices", "forget_autotune_choices", "mamba_ssm_version", "ssd_fwd_triton"]
 
 MAMBA_SSM_PIN = "2.3.2.post1"
 _INSTALL = (f"MAMBA_SKIP_CUDA_BUILD=TRUE MAMBA_FORCE_BUILD=TRUE "
@@ -66,22 +66,31 @@ def _mamba_chunk_scan_combined() -> tuple[Callable[..., tuple[torch.Tensor, torc
 _KERNEL_MODULES = ("ssd_chunk_state", "ssd_state_passing", "ssd_bmm", "ssd_chunk_scan")
 
 
+def _autotuners() -> list:
+    """The Autotuner objects of mamba_ssm's Triton SSD kernels (imports them)."""
+    _mamba_chunk_scan_combined()
+    from triton.runtime.autotuner import Autotuner
+
+    return [tuner for name in _KERNEL_MODULES
+            for tuner in vars(importlib.import_module(f"mamba_ssm.ops.triton.{name}")).values()
+            if isinstance(tuner, Autotuner)]
+
+
+def autotune_choices() -> int:
+    """How many configs mamba_ssm's Triton autotuners hold in this process: a call that raises it tuned."""
+    return sum(len(tuner.cache) for tuner in _autotuners())
+
+
 def forget_autotune_choices() -> int:
     """Forget the configs mamba_ssm's Triton autotuners chose in this process; returns how many.
 
     Its autotune keys are (chunk_size, headdim, dstate), not the length: a process tunes on the first
     length it meets and runs that choice at every other. Forgetting makes the next call tune again, at
     its own shape (the compiled kernels stay in Triton's caches)."""
-    _mamba_chunk_scan_combined()
-    from triton.runtime.autotuner import Autotuner
-
     forgotten = 0
-    for name in _KERNEL_MODULES:
-        module = importlib.import_module(f"mamba_ssm.ops.triton.{name}")
-        for tuner in vars(module).values():
-            if isinstance(tuner, Autotuner):
-                forgotten += len(tuner.cache)
-                tuner.cache.clear()
+    for tuner in _autotuners():
+        forgotten += len(tuner.cache)
+        tuner.cache.clear()
     return forgotten
 
 

@@ -138,17 +138,21 @@ def bench_point(spec: ProblemSpec, impls: list[str], ceilings: dict[str, float],
         fn = impl.load()
         args = inputs.as_args()
         if name == "triton":
-            if triton_tuning == "per-point":
-                from kernels.triton import forget_autotune_choices
+            from kernels.triton import autotune_choices, forget_autotune_choices
 
+            if triton_tuning == "per-point":
                 forget_autotune_choices()
-            record["triton_tuned_at"] = spec.seqlen if triton_tuning == "per-point" else HEADLINE[0]
+            choices_before = autotune_choices()
         out: dict[str, object] = {}
 
         def call(fn=fn, args=args, out=out) -> None:
             out["y"], out["state"] = fn(*args, chunk_size=spec.chunk_size)
 
         record["compile_s"] = first_call_s(call, device)  # TileGym's autotune, when it runs, is in here
+        if name == "triton":  # where its configs were chosen: here if this call added choices (observed, not assumed)
+            tuned_here = autotune_choices() > choices_before
+            record["triton_tuned_at"] = spec.seqlen if tuned_here or triton_tuning == "per-point" else HEADLINE[0]
+            record["triton_tuned_here"] = tuned_here
         if name == "tilegym":
             record["tilegym_tuning"] = tilegym_tuning.decisions(
                 problem_of(inputs.x, inputs.dt, inputs.B, inputs.C, spec.chunk_size))
