@@ -6,6 +6,7 @@ directory for all its suites), else ``reports/<suite_version>/<run_id>/raw/<suit
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -95,18 +96,34 @@ class ResultsFile:
     def summary(self) -> dict[str, int]:
         return {s: sum(c["status"] == s for c in self.cases) for s in STATUSES}
 
+    def _payload(self, env: dict[str, object], extra: dict[str, object]) -> dict[str, object]:
+        return {"schema_version": SCHEMA_VERSION, "suite": self.suite, "suite_version": suite_version(),
+                "created": self.created, "finished": now_iso(), "environment": env, "summary": self.summary(),
+                **extra, "cases": self.cases}
+
+    def _environment(self) -> dict[str, object]:
+        seeds = sorted({c["seed"] for c in self.cases if isinstance(c.get("seed"), int)})
+        return environment(seeds or None)
+
+    @property
+    def partial_path(self) -> Path:
+        """Where :meth:`checkpoint` keeps the cases so far: beside ``raw/``, which reports read, not in it."""
+        return self.directory / "partial" / f"{self.suite}.json"
+
+    def checkpoint(self, **extra: object) -> Path:
+        """Write the cases so far to :attr:`partial_path`, replacing the previous checkpoint, so that a run killed
+        outright (SIGKILL, a lost machine) still leaves what it measured. The environment is read once, at the
+        first checkpoint; :meth:`write` reads it again and removes the checkpoint."""
+        if not hasattr(self, "_checkpoint_env"):
+            self._checkpoint_env = self._environment()
+        payload = {**self._payload(self._checkpoint_env, extra), "partial": True}
+        return write_json_atomic(self.partial_path, payload, overwrite=True)
+
     def write(self, **extra: object) -> Path:
         """Write the file; ``extra`` adds suite-specific top-level fields (e.g. the benchmark's ceilings)."""
-        seeds = sorted({c["seed"] for c in self.cases if isinstance(c.get("seed"), int)})
-        payload = {
-            "schema_version": SCHEMA_VERSION,
-            "suite": self.suite,
-            "suite_version": suite_version(),
-            "created": self.created,
-            "finished": now_iso(),
-            "environment": environment(seeds or None),
-            "summary": self.summary(),
-            **extra,
-            "cases": self.cases,
-        }
-        return write_json_atomic(self.directory / "raw" / f"{self.suite}.json", payload)
+        path = write_json_atomic(self.directory / "raw" / f"{self.suite}.json",
+                                 self._payload(self._environment(), extra))
+        self.partial_path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # only if empty: another suite's checkpoint may be there
+            self.partial_path.parent.rmdir()
+        return path

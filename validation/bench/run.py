@@ -230,6 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     ceilings = measure_ceilings(torch.device("cuda"))
     _progress(f"benchmark: copy {ceilings['copy_bandwidth_gbs']:.0f} GB/s, bf16 matmul "
               f"{ceilings['bf16_matmul_tflops']:.0f} TFLOP/s; {len(specs)} points x {len(args.impl)} implementations")
+    _progress(f"benchmark: the points measured so far are kept in {results.partial_path} until the run ends")
     start = time.perf_counter()
     done = 0
     tuning = tilegym_tuning.use(args.tilegym_tuning) if "tilegym" in args.impl else contextlib.nullcontext()
@@ -248,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
                     _progress(f"[{i}/{len(specs)} {time.perf_counter() - start:6.0f}s] l={spec.seqlen:<7}"
                               f" n={spec.dstate:<4} {record['impl']:<8} {_shown(record)}")
                 done = i
+                results.checkpoint(ceilings=ceilings, **extra)
                 torch.cuda.empty_cache()
         except KeyboardInterrupt as stop:
             why = str(stop) or "interrupted"
