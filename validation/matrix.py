@@ -311,7 +311,9 @@ def default_jobs() -> int:
     return processes_at_once()
 
 
-def run_matrix(suite: str, impls: tuple[str, ...] | None = None, log=print, jobs: int | None = None) -> ResultsFile:
+def run_matrix(suite: str, impls: tuple[str, ...] | None = None, log=print, *, jobs: int) -> ResultsFile:
+    """Every runnable (case, implementation) of the suite in up to ``jobs`` children at once; the rest recorded
+    unsupported or not-run with the reason."""
     os.environ.update(FIXED_CONFIG_ENV)  # inherited by the children; recorded in the results' environment
     impls = impls or SUITE_IMPLS[suite]
     results = ResultsFile(suite)
@@ -327,7 +329,6 @@ def run_matrix(suite: str, impls: tuple[str, ...] | None = None, log=print, jobs
     start = time.perf_counter()
     compiled = [t for t in runnable if not IMPLS[t.impl].interpreter]
     interpreted = [t for t in runnable if IMPLS[t.impl].interpreter]
-    jobs = jobs or default_jobs()  # children at once: compiling (the bulk of a first run) is parallel
     for record in _run_lanes(compiled, log, jobs):
         results.add(record)
     if interpreted:  # TRITON_INTERPRET must be set before triton is imported: children of their own

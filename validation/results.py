@@ -82,6 +82,7 @@ class ResultsFile:
         self.directory = directory or run_dir()
         self.created = now_iso()
         self.cases: list[dict[str, object]] = []
+        self._checkpoint_env: dict[str, object] | None = None  # read at the first checkpoint
 
     def add(self, case: dict[str, object]) -> None:
         for key in ("id", "impl", "status"):
@@ -114,7 +115,7 @@ class ResultsFile:
         """Write the cases so far to :attr:`partial_path`, replacing the previous checkpoint, so that a run killed
         outright (SIGKILL, a lost machine) still leaves what it measured. The environment is read once, at the
         first checkpoint; :meth:`write` reads it again and removes the checkpoint."""
-        if not hasattr(self, "_checkpoint_env"):
+        if self._checkpoint_env is None:
             self._checkpoint_env = self._environment()
         payload = {**self._payload(self._checkpoint_env, extra), "partial": True}
         return write_json_atomic(self.partial_path, payload, overwrite=True)

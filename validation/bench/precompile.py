@@ -16,6 +16,7 @@ measurements (``precompile_s``, taken while other processes compile too).
 from __future__ import annotations
 
 import contextlib
+import functools
 import multiprocessing
 import time
 from collections import deque
@@ -29,6 +30,7 @@ import torch
 from reference import ProblemSpec
 from validation.bench import tilegym_tuning
 from validation.bench.flops import cost
+from validation.bench.timing import first_call_s
 from validation.registry import IMPLS
 
 __all__ = ["first_calls", "memory_estimate", "schedule"]
@@ -71,18 +73,14 @@ def schedule(specs: Sequence[ProblemSpec], impls: Sequence[str]) -> list[tuple[P
 def _first_call(fields: dict[str, object], impl: str, tuning: str) -> float:
     """In a worker: the case's first call, in seconds."""
     spec = ProblemSpec(**fields)
-    cuda = torch.cuda.is_available()  # always on a GPU in the benchmark; the CPU runs the tests' references
-    inputs = spec.make_inputs(torch.device("cuda" if cuda else "cpu"))
+    # always a GPU in the benchmark; the tests run the float64 reference on a CPU
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    args = spec.make_inputs(device).as_args()
     fn = IMPLS[impl].load()
-    context = tilegym_tuning.use(tuning) if impl == "tilegym" else contextlib.nullcontext()
-    with context:
-        start = time.perf_counter()
-        fn(*inputs.as_args(), chunk_size=spec.chunk_size)
-        if cuda:
-            torch.cuda.synchronize()
-        elapsed = time.perf_counter() - start
-    del inputs
-    if cuda:
+    with tilegym_tuning.use(tuning) if impl == "tilegym" else contextlib.nullcontext():
+        elapsed = first_call_s(functools.partial(fn, *args, chunk_size=spec.chunk_size), device)
+    del args  # free the inputs before returning the memory to the other processes
+    if device.type == "cuda":
         torch.cuda.empty_cache()
     return elapsed
 
@@ -103,12 +101,14 @@ def first_calls(specs: Sequence[ProblemSpec], impls: Sequence[str], *, jobs: int
     log(f"compile phase: {total} first calls in {jobs} processes")
     with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
         while pending or running:
-            while pending and len(running) < jobs and (
-                    not running or in_flight + memory_estimate(pending[0][0]) <= budget):
-                spec, impl = pending.popleft()
-                future = pool.submit(_first_call, spec.as_dict(), impl, tuning_here)
-                running[future] = (spec, impl, memory_estimate(spec))
-                in_flight += running[future][2]
+            while pending and len(running) < jobs:
+                spec, impl = pending[0]
+                held = memory_estimate(spec)
+                if running and in_flight + held > budget:
+                    break
+                pending.popleft()
+                running[pool.submit(_first_call, spec.as_dict(), impl, tuning_here)] = (spec, impl, held)
+                in_flight += held
             finished, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in finished:
                 spec, impl, held = running.pop(future)

@@ -26,6 +26,7 @@ import time
 import torch
 
 from kernels.tilegym.api import problem_of
+from kernels.triton import autotune_choices, forget_autotune_choices
 from reference import ProblemSpec, ssd_chunked
 from validation.bench import precompile, tilegym_tuning
 from validation.bench.flops import cost, floor_us
@@ -102,8 +103,6 @@ def _warm(fn, seconds: float) -> None:
 def tune_triton_at_headline(dstates: list[int], device: torch.device) -> dict[int, float]:
     """Forget Triton's autotune choices once, then make one first call per dstate at the headline length, so
     that each (chunk, headdim, dstate) key is tuned there. Returns the seconds of each call (the tuning)."""
-    from kernels.triton import forget_autotune_choices
-
     forget_autotune_choices()  # once: forgetting per dstate would drop the choices made for the others
     fn = IMPLS["triton"].load()
     tuned = {}
@@ -138,8 +137,6 @@ def bench_point(spec: ProblemSpec, impls: list[str], ceilings: dict[str, float],
         fn = impl.load()
         args = inputs.as_args()
         if name == "triton":
-            from kernels.triton import autotune_choices, forget_autotune_choices
-
             if triton_tuning == "per-point":
                 forget_autotune_choices()
             choices_before = autotune_choices()

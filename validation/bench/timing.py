@@ -96,9 +96,12 @@ def wall_us(fn: Callable[[], object], *, reps: int, device: torch.device) -> Sam
 
 
 def first_call_s(fn: Callable[[], object], device: torch.device) -> float:
-    """Seconds of the first call (compilation and autotune included), synchronised."""
-    torch.cuda.synchronize(device)
+    """Seconds of the first call (compilation and autotune included), synchronised on a CUDA ``device``."""
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.synchronize(device)
     start = time.perf_counter()
     fn()
-    torch.cuda.synchronize(device)
+    if cuda:
+        torch.cuda.synchronize(device)
     return time.perf_counter() - start
