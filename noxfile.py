@@ -1,15 +1,20 @@
 """Sessions of the SSD reproduction suite. ``nox -l`` lists them; README.md says what each proves.
 
-Every session installs from the one pin file, constraints.txt, into its own virtualenv, and also
-runs with ``--no-venv`` in a prepared environment (the container, the lent H200), where it installs
-nothing. Sessions run on the Python that runs nox: CPU machines have 3.11 only, the H200 and the
-container 3.12, and no session may ask for an interpreter that is absent.
+Every session installs the pinned stack (constraints.txt, with every transitive package held by
+requirements.lock) into its own virtualenv on the Python that runs nox, or runs with ``--no-venv`` in a
+prepared environment (the container, a GPU box with the stack installed), where it installs nothing.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -22,12 +27,19 @@ nox.options.default_venv_backend = "venv"
 
 ROOT = Path(__file__).parent
 CONSTRAINTS = ROOT / "constraints.txt"
+LOCK = ROOT / "requirements.lock"
 PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
+VERSION = PYPROJECT["project"]["version"]
 GROUPS = PYPROJECT["project"]["optional-dependencies"]
 BASE = PYPROJECT["project"]["dependencies"]
-# mamba-ssm ships a source archive only; without these its setup.py would compile a CUDA extension
-# that the Triton SSD path never uses (DESIGN.md).
+# Installed without their dependencies, after the rest: mamba-ssm ships a source archive whose setup.py needs
+# torch (and would build a CUDA extension the Triton SSD path never uses, hence MAMBA_BUILD_ENV); tilegym's
+# mamba2 op needs only torch, triton and cuda-tile, and what it declares besides serves other parts of it.
+NO_DEPS = ("mamba-ssm", "tilegym")
 MAMBA_BUILD_ENV = {"MAMBA_SKIP_CUDA_BUILD": "TRUE", "MAMBA_FORCE_BUILD": "TRUE"}
+# What the image holds, and so what requirements.lock resolves: every group but lint, and the session tools.
+IMAGE_GROUPS = ("test", "compile", "gpu")
+SESSION_TOOLS = ("nox", "setuptools", "wheel")
 
 
 def _pin(name: str) -> str:
@@ -38,14 +50,20 @@ def _pin(name: str) -> str:
     raise RuntimeError(f"constraints.txt has no pin for {name}")
 
 
-def _install(session: nox.Session, *groups: str, mamba: bool = False) -> None:
-    """Install the base dependencies and ``groups`` from the pins; nothing under --no-venv."""
+def _install(session: nox.Session, *groups: str) -> None:
+    """Install the base dependencies and ``groups`` from the pins; nothing under --no-venv.
+
+    mamba-ssm comes with the test group (it is the Triton baseline), tilegym with the gpu group, both
+    without their dependencies, as in the image."""
     if session.venv_backend == "none":
         return
-    packages = list(BASE) + [p for g in groups for p in GROUPS[g]]
-    session.install("-c", str(CONSTRAINTS), *packages)
-    if mamba:
-        session.install("-c", str(CONSTRAINTS), "setuptools", "wheel")
+    packages = [p for p in [*BASE, *(p for g in groups for p in GROUPS[g])] if p not in NO_DEPS]
+    pins = ("-c", str(CONSTRAINTS), "-c", str(LOCK))
+    session.install(*pins, *packages)
+    if "gpu" in groups:
+        session.install(*pins, "--no-deps", _pin("tilegym"))
+    if "test" in groups:
+        session.install(*pins, "setuptools", "wheel")
         session.install("--no-deps", "--no-build-isolation", _pin("mamba-ssm"), env=MAMBA_BUILD_ENV)
 
 
@@ -54,24 +72,54 @@ def _python(session: nox.Session) -> str:
     return sys.executable if session.venv_backend == "none" else "python"
 
 
-def _pytest(session: nox.Session, *, marker: str, paths: tuple[str, ...] = ("validation",)) -> None:
+def _pytest(session: nox.Session, *, marker: str, paths: tuple[str, ...] = ("validation",),
+            env: dict[str, str] | None = None) -> None:
     """pytest over ``paths`` (or the session's posargs) with the tests selected by ``marker``; the results
-    files of the suites it runs go to one new run directory (printed at the end of the run)."""
+    files of the suites it runs go to one new run directory (``env`` may name another), printed as they are
+    written."""
     args = session.posargs or list(paths)
-    env = {"PYTHONHASHSEED": "0", "SSD_RUN_DIR": str(_run_dir(session))}
+    env = {"PYTHONHASHSEED": "0", "SSD_RUN_DIR": str(_run_dir(session)), **(env or {})}
     session.run(_python(session), "-m", "pytest", "--strict-markers", "--strict-config", "-p", "no:cacheprovider",
                 "-m", marker, *args, env=env)
 
 
+def _browser(session: nox.Session) -> dict[str, str]:
+    """The environment that points the report's browser checks at a headless Chromium: the one this machine
+    has, else Playwright's, fetched into this session's virtualenv. With neither, the checks say what is
+    missing and are skipped (CI sets SSD_REQUIRE_BROWSER=1, which makes that a failure)."""
+    py = _python(session)
+    found = session.run(py, "-m", "validation.browser", silent=True, success_codes=[0, 1]).strip()
+    if found.startswith("/"):
+        return {"SSD_BROWSER": found.splitlines()[-1]}
+    if session.venv_backend == "none":
+        session.warn(f"tests: {found}; the browser checks will be skipped")
+        return {}
+    session.log("tests: no Chromium on this machine; fetching Playwright's (about 150 MB, once per venv)")
+    session.install("-c", str(CONSTRAINTS), "playwright")
+    browsers = Path(session.virtualenv.location) / "ms-playwright"
+    env = {"PLAYWRIGHT_BROWSERS_PATH": str(browsers)}
+    fetched = session.run("playwright", "install", "chromium", env=env, success_codes=[0, 1], silent=True)
+    probe = ("from playwright.sync_api import sync_playwright\n"
+             "with sync_playwright() as p: print(p.chromium.executable_path)")
+    path = session.run(py, "-c", probe, env=env, silent=True, success_codes=[0, 1]).strip().splitlines()
+    if path and Path(path[-1]).is_file():
+        return {"SSD_BROWSER": path[-1]}
+    tail = str(fetched).strip().splitlines()[-1:] or ["no output"]
+    session.warn(f"tests: no browser could be had (Playwright's download failed: {tail[0]}); {found};"
+                 " the browser checks will be skipped")
+    return {}
+
+
 @nox.session(python=None)
 def tests(session: nox.Session) -> None:
-    """The CPU suite (what CI runs): references, input checks, Triton under the interpreter, cuTile compile check.
-
-    Also the correctness and stability matrices: on a CPU the references run there and every GPU case is
-    recorded not-run with its reason.
-    """
-    _install(session, "test", "compile", mamba=True)
-    _pytest(session, marker="not gpu")
+    """The CPU suite (what CI runs): references, input checks, Triton under the interpreter, cuTile compile
+    check, the report in headless Chromium, the Dockerfile's lint; the correctness and stability matrices with
+    the references (GPU cases recorded not-run with the reason)."""
+    _install(session, "test", "compile")
+    # What the suites write on the way is a by-product of testing them: it goes to a temporary directory, not
+    # among the runs under reports/ that `nox -s report` renders.
+    scratch = tempfile.mkdtemp(prefix="ssd-tests-")
+    _pytest(session, marker="not gpu", env={**_browser(session), "SSD_RUN_DIR": scratch})
 
 
 @nox.session(python=None)
@@ -84,14 +132,14 @@ def compile(session: nox.Session) -> None:
 @nox.session(python=None)
 def correctness(session: nox.Session) -> None:
     """Every implementation over every kind of input, against float64 (our outputs NaN-poisoned); results file."""
-    _install(session, "test", "compile", "gpu", mamba=True)
+    _install(session, "test", "compile", "gpu")
     _pytest(session, marker="matrix", paths=("validation/test_correctness.py",))
 
 
 @nox.session(python=None)
 def stability(session: nox.Session) -> None:
     """Every implementation on every regime, ragged and long sequences, x past 2**31 elements; results file."""
-    _install(session, "test", "compile", "gpu", mamba=True)
+    _install(session, "test", "compile", "gpu")
     _pytest(session, marker="matrix", paths=("validation/test_stability.py",))
 
 
@@ -101,7 +149,7 @@ def benchmark(session: nox.Session) -> None:
 
     `-- --seqlen 16384 --dstate 128 --impl cutile triton` selects a subset (`-- --help` lists the options).
     """
-    _install(session, "test", "compile", "gpu", mamba=True)
+    _install(session, "test", "compile", "gpu")
     session.run(_python(session), "-m", "validation.bench.run", *session.posargs)
 
 
@@ -125,12 +173,14 @@ def report(session: nox.Session) -> None:
 
 @nox.session(python=None)
 def validate(session: nox.Session) -> None:
-    """The main job: compile check, CPU tests, correctness, stability, benchmark, then the report, in order.
+    """The main job: compile check, CPU tests, correctness, stability, benchmark, the report, then a summary.
 
-    A failing suite does not stop the next one or the report; the session fails at the end if any did.
+    A failing suite does not stop the next one or the report. The closing summary (validation/summary.py)
+    counts every status per suite and implementation and fails the session on any failure of ours or a
+    missing results file; a peer's failure is a finding, printed, not a session failure.
     Without a GPU the GPU suites record their cases as not-run (with the reason) and the report says so.
     """
-    _install(session, "test", "compile", "gpu", mamba=True)
+    _install(session, "test", "compile", "gpu")
     run_dir = _run_dir(session)
     env = {"SSD_RUN_DIR": str(run_dir), "PYTHONHASHSEED": "0"}
     py = _python(session)
@@ -149,8 +199,7 @@ def validate(session: nox.Session) -> None:
         ("benchmark", (py, "-m", "validation.bench.run", *session.posargs)),
         ("report", (py, "-m", "reports.render", str(run_dir), "--out", str(run_dir))),
     ]
-    session.log("validate: the browser and hadolint checks of the report and Dockerfile are CI's (nox -s tests);"
-                " they are deselected here")
+    session.log("validate: the browser and Dockerfile checks are `nox -s tests`' and CI's; they are deselected here")
     failed = []
     for title, argv in steps:
         session.log(f"validate: {title}: {' '.join(argv)}")
@@ -159,6 +208,10 @@ def validate(session: nox.Session) -> None:
         except nox.command.CommandFailed:
             failed.append(title)
     session.log(f"validate: results and report in {run_dir}")
+    try:
+        session.run(py, "-m", "validation.summary", str(run_dir), env=env)
+    except nox.command.CommandFailed:
+        failed.append("summary")
     if failed:
         session.error(f"validate: failed: {', '.join(failed)}")
 
@@ -174,4 +227,146 @@ def _run_dir(session: nox.Session) -> Path:
     if os.environ.get("SSD_RUN_DIR"):
         return Path(os.environ["SSD_RUN_DIR"])
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    return ROOT / "reports" / PYPROJECT["project"]["version"] / stamp
+    return ROOT / "reports" / VERSION / stamp
+
+
+@nox.session(python=None)
+def lock(session: nox.Session) -> None:
+    """Re-resolve requirements.lock: every package the image installs, transitive ones included, from the pins.
+
+    One universal resolution (uv) for Python 3.11 and later on any platform; environment markers carry
+    what differs between Pythons (the image has Ubuntu 24.04's 3.12, CI's stand-in Debian's)."""
+    if session.venv_backend != "none":
+        session.install("-c", str(CONSTRAINTS), "uv")
+    wanted = sorted({*BASE, *(p for g in IMAGE_GROUPS for p in GROUPS[g]), *SESSION_TOOLS} - set(NO_DEPS))
+    with tempfile.TemporaryDirectory() as tmp:
+        source = Path(tmp) / "image.in"
+        source.write_text("\n".join(wanted) + "\n")
+        out = Path(tmp) / "requirements.lock"
+        session.run("uv", "pip", "compile", "--quiet", "--universal", "--python-version", "3.11", "--no-header",
+                    "--no-annotate", "-c", str(CONSTRAINTS), str(source), "-o", str(out))
+        header = ("# Every package the image installs, transitive ones included: made by `nox -s lock` (uv pip\n"
+                  "# compile --universal) from constraints.txt and pyproject.toml's groups. Do not edit by hand.\n"
+                  "# mamba-ssm and tilegym are installed --no-deps on top, at constraints.txt's pins. Sessions\n"
+                  "# install with it as a constraint too; `nox -s container` checks that the image holds exactly\n"
+                  "# this.\n")
+        LOCK.write_text(header + out.read_text())
+    session.log(f"lock: wrote {LOCK} ({sum(1 for line in LOCK.read_text().splitlines() if '==' in line)} pins)")
+
+
+def _container_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="nox -s container --", description=container.__doc__)
+    parser.add_argument("--base", metavar="IMAGE@sha256:DIGEST",
+                        help="build on this base instead of the Dockerfile's (CI: a stand-in in a local registry)")
+    parser.add_argument("--ca-bundle", metavar="FILE", type=Path,
+                        help="CA certificates for pip in the build, for a proxy that intercepts HTTPS")
+    parser.add_argument("--index-url", metavar="URL", help="a PyPI mirror for the build")
+    parser.add_argument("--docker", metavar="PATH", default=os.environ.get("SSD_DOCKER") or shutil.which("docker"),
+                        help="the docker client (default: $SSD_DOCKER, else docker on PATH)")
+    parser.add_argument("--gpus", metavar="WHICH", help="passed to docker run --gpus (e.g. all); default: no GPU")
+    parser.add_argument("--uid", type=int, help="run the container as this uid (default: yours; 10001 if you are root)")
+    args = parser.parse_args(argv)
+    if args.base is not None and "@sha256:" not in args.base:
+        parser.error(f"--base must be IMAGE@sha256:DIGEST (pinned by digest); got {args.base!r}")
+    if args.ca_bundle is not None and not args.ca_bundle.is_file():
+        parser.error(f"--ca-bundle {args.ca_bundle}: no such file")
+    if not args.docker or not Path(args.docker).is_file():
+        parser.error(f"no docker client (--docker {args.docker!r}): install Docker, or pass --docker PATH")
+    return args
+
+
+def _timed(session: nox.Session, what: str, argv: list[str], times: dict[str, float], **kwargs) -> str:
+    start = time.monotonic()
+    out = session.run(*argv, external=True, **kwargs)
+    times[what] = time.monotonic() - start
+    session.log(f"container: {what} took {times[what]:.0f} s")
+    return out if isinstance(out, str) else ""
+
+
+@nox.session(python=None, venv_backend="none")
+def container(session: nox.Session) -> None:
+    """Build the image, run its default command (validate) with no GPU, read-only, as a non-root uid, and check
+    what it wrote: exit 0, every suite's results file readable here, the report, the provenance, and that the
+    image holds exactly requirements.lock. Needs a Docker engine with BuildKit; about 3 GB of downloads.
+
+    `-- --base IMAGE@sha256:DIGEST` builds on another base, `--ca-bundle FILE` and `--index-url URL` reach PyPI
+    through a proxy or a mirror, `--gpus all` runs on the GPUs (`-- --help` lists the options)."""
+    args = _container_args(session.posargs)
+    docker = [args.docker]
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
+    commit = commit.stdout.strip()
+    tag = f"ssd-repro:{VERSION}-{commit[:12]}"
+    build = [*docker, "build", "--progress=plain", "-t", tag, "--build-arg", f"SSD_VERSION={VERSION}",
+             "--build-arg", f"SSD_GIT_COMMIT={commit}", "--build-arg", f"SSD_IMAGE={tag}"]
+    if args.base:
+        image, digest = args.base.split("@", 1)
+        build += ["--build-arg", f"CUDA_BASE_IMAGE={image}", "--build-arg", f"CUDA_BASE_DIGEST={digest}"]
+    if args.ca_bundle:
+        build += ["--secret", f"id=ca_bundle,src={args.ca_bundle.resolve()}"]
+    if args.index_url:
+        build += ["--build-arg", f"SSD_PIP_INDEX_URL={args.index_url}"]
+    times: dict[str, float] = {}
+    _timed(session, "build", [*build, str(ROOT)], times, env={"DOCKER_BUILDKIT": "1"})
+    _timed(session, "lock check", [*docker, "run", "--rm", "--entrypoint", "python", tag, "-m", "validation.lock"],
+           times)
+
+    refused = subprocess.run([*docker, "run", "--rm", tag], capture_output=True, text=True, check=False)
+    if refused.returncode != 2 or "nothing is mounted on /results" not in refused.stderr:
+        session.error(f"container: a run without a mounted /results was not refused (exit {refused.returncode}): "
+                      f"{refused.stderr.strip()[-500:]}")
+    session.log("container: a run without a mounted /results is refused: " + refused.stderr.strip().splitlines()[0])
+
+    uid = args.uid if args.uid is not None else (10001 if os.getuid() == 0 else os.getuid())
+    results = Path(tempfile.mkdtemp(prefix="ssd-container-results-"))
+    if os.getuid() == 0:
+        os.chown(results, uid, uid)
+    run = [*docker, "run", "--rm", "--read-only", "--tmpfs", "/tmp:rw,exec", "--user", f"{uid}:{uid}",
+           "-v", f"{results}:/results"]
+    if args.gpus:
+        run += ["--gpus", args.gpus, "-e", "NVIDIA_DISABLE_REQUIRE=1"]
+    _timed(session, "validate in the container", [*run, tag], times)
+    _check_container_run(session, results, uid, tag, args.base)
+    session.log("container: " + ", ".join(f"{k} {v:.0f} s" for k, v in times.items()) + f"; results in {results}")
+
+
+def _check_container_run(session: nox.Session, results: Path, uid: int, tag: str, base: str | None) -> None:
+    """Every suite's results file in the one run directory, readable by this user, with the image's provenance,
+    and the rendered report beside them."""
+    runs = [d for d in results.iterdir() if d.is_dir()]
+    if len(runs) != 1:
+        session.error(f"container: expected one run directory in {results}; found {[d.name for d in runs]}")
+    raw = runs[0] / "raw"
+    problems = []
+    suites = _suites()
+    for suite in suites:
+        path = raw / f"{suite}.json"
+        if not path.is_file():
+            problems.append(f"{path} is missing")
+            continue
+        mode = path.stat().st_mode
+        readable = bool(mode & 0o004) or (path.stat().st_uid == os.getuid() and mode & 0o400)
+        if not readable:
+            problems.append(f"{path} (mode {mode & 0o777:o}, uid {path.stat().st_uid}) is not readable by"
+                            f" uid {os.getuid()}")
+            continue
+        env = json.loads(path.read_text())["environment"]
+        digest = base.split("@", 1)[1] if base else None
+        want = {"container_image": tag, "git_commit": None, "base_image_digest": digest}
+        for key, value in want.items():
+            if env.get(key) is None or (value is not None and env[key] != value):
+                problems.append(f"{path}: environment.{key} is {env.get(key)!r}, expected {value or 'a value'!r}")
+    if not (runs[0] / "index.html").is_file():
+        problems.append(f"{runs[0] / 'index.html'} (the report) is missing")
+    if problems:
+        session.error("container: " + "; ".join(problems))
+    session.log(f"container: {len(suites)} results files and the report in {runs[0]} (written as uid {uid})")
+
+
+def _suites() -> tuple[str, ...]:
+    """The suites a complete validate run writes a results file for, as validation/results.py names them."""
+    sys.path.insert(0, str(ROOT))
+    try:
+        from validation.results import SUITES
+    finally:
+        sys.path.remove(str(ROOT))
+    return SUITES

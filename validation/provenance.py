@@ -73,8 +73,13 @@ def environment(seeds: list[int] | None = None) -> dict[str, object]:
         status, why_dirty = _run(["git", "status", "--porcelain", "--untracked-files=no"])
         put("git_dirty", None if status is None else bool(status), why_dirty)
     put("git_commit", commit, why)
-    put("container_image", os.environ.get("SSD_IMAGE"), "not in the suite's container (SSD_IMAGE unset)")
-    put("base_image_digest", os.environ.get("SSD_BASE_DIGEST"), "not in the suite's container (SSD_BASE_DIGEST unset)")
+    in_image = bool(os.environ.get("SSD_BASE_IMAGE"))
+    put("container_image", os.environ.get("SSD_IMAGE") or None,
+        "the image was built without --build-arg SSD_IMAGE=<its tag>" if in_image
+        else "not in the suite's container (SSD_IMAGE unset)")
+    put("base_image", os.environ.get("SSD_BASE_IMAGE") or None, "not in the suite's container (SSD_BASE_IMAGE unset)")
+    put("base_image_digest", os.environ.get("SSD_BASE_DIGEST") or None,
+        "not in the suite's container (SSD_BASE_DIGEST unset)")
     put("python", platform.python_version())
     put("platform", platform.platform())
     for key, dist in PACKAGES.items():

@@ -23,11 +23,26 @@ SUITES = ("correctness", "stability", "benchmark", "compile", "reference")
 STATUSES = ("pass", "fail", "unsupported", "crashed", "not-run")
 
 
+# Every results file this process wrote, in order: pytest's conftest prints them at the end of its run (a
+# fixture's own print would be captured), a command-line suite as it writes.
+written: list[Path] = []
+
+
 def run_dir() -> Path:
     if os.environ.get("SSD_RUN_DIR"):
         return Path(os.environ["SSD_RUN_DIR"])
     run_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     return ROOT / "reports" / suite_version() / run_id
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+# What open() would give a new file: 0644 under the usual umask 022 (the container's too).
+_FILE_MODE = 0o666 & ~_umask()
 
 
 def _jsonable(value: object) -> object:
@@ -44,11 +59,13 @@ def _jsonable(value: object) -> object:
 def write_text_atomic(path: Path, data: str | bytes, *, overwrite: bool = False) -> Path:
     """Write ``data`` to ``path`` in one step: a reader sees the old file or the whole new one.
 
-    Without ``overwrite`` an existing file is never replaced (``FileExistsError``).
+    Without ``overwrite`` an existing file is never replaced (``FileExistsError``). The file gets the mode a
+    plain ``open`` would give it (0644 under umask 022), not ``mkstemp``'s 0600.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, _FILE_MODE)  # mkstemp makes 0600; results are for every reader the umask allows
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode() if isinstance(data, str) else data)
             f.flush()
@@ -124,6 +141,7 @@ class ResultsFile:
         """Write the file; ``extra`` adds suite-specific top-level fields (e.g. the benchmark's ceilings)."""
         path = write_json_atomic(self.directory / "raw" / f"{self.suite}.json",
                                  self._payload(self._environment(), extra))
+        written.append(path)
         self.partial_path.unlink(missing_ok=True)
         with contextlib.suppress(OSError):  # only if empty: another suite's checkpoint may be there
             self.partial_path.parent.rmdir()

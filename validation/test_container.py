@@ -23,6 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = ROOT / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
 CONSTRAINTS = ROOT / "constraints.txt"
+LOCK = ROOT / "requirements.lock"
+ENTRYPOINT = ROOT / "validation" / "entrypoint.py"
 
 DIGEST = re.compile(r"@sha256:[0-9a-f]{64}\b")
 # A requirement pinned in place: `name==1.2`, `name >= 1`, ... A Python comparison in an inline check
@@ -181,13 +183,17 @@ def test_every_version_comes_from_the_pin_file(instructions: list[Instruction]) 
         assert not literals, f"line {ins.line}: version literals {literals} outside constraints.txt: {ins.args[:160]}"
 
 
-def test_every_pip_install_is_constrained_by_the_pin_file(instructions: list[Instruction]) -> None:
+def test_every_pip_install_is_the_lock_or_constrained_by_the_pin_file(instructions: list[Instruction]) -> None:
+    """Each `pip install` is the lock itself (`-r .../requirements.lock`) or names only pinned packages under `-c`."""
     pins = _pins()
     installs = [(ins, m.group(1)) for ins in instructions if ins.keyword == "RUN"
                 for m in PIP_INSTALL.finditer(ins.args)]
     assert installs, "the Dockerfile installs nothing with pip"
+    assert any(f"-r /opt/ssd-repro/{LOCK.name}" in rest for _, rest in installs), "the image does not install the lock"
     for ins, rest in installs:
         tokens = shlex.split(rest)
+        if tokens[:2] == ["-r", f"/opt/ssd-repro/{LOCK.name}"] and len(tokens) == 2:
+            continue
         assert {"-c", "--constraint"} & set(tokens), f"line {ins.line}: pip install without -c: {rest.strip()}"
         names, skip = [], False
         for token in tokens:
@@ -207,17 +213,19 @@ def test_default_command_is_the_validate_session(instructions: list[Instruction]
     sessions = [cmd[i + 1] for i, word in enumerate(cmd[:-1]) if word in ("-s", "--session", "--sessions")]
     assert sessions == ["validate"], f"CMD runs sessions {sessions}; expected the main job, validate"
     entrypoint = _exec_form(_last(instructions, "ENTRYPOINT"))
-    script = entrypoint[entrypoint.index("-c") + 1] if "-c" in entrypoint else ""
-    assert script.rstrip().endswith('exec "$@"'), f"the ENTRYPOINT must end by running the CMD: {entrypoint}"
+    assert entrypoint == ["python", f"/opt/ssd-repro/{ENTRYPOINT.relative_to(ROOT)}"], (
+        f"ENTRYPOINT is {entrypoint}; expected the project's entrypoint script, which runs the CMD")
+    assert "os.execvp(argv[0], argv)" in ENTRYPOINT.read_text(), "the entrypoint no longer runs the CMD"
 
 
 def test_each_run_writes_its_results_to_a_new_directory_under_results(instructions: list[Instruction]) -> None:
     results_py = (ROOT / "validation" / "results.py").read_text()
     assert 'environ.get("SSD_RUN_DIR")' in results_py, "validation/results.py no longer reads SSD_RUN_DIR"
     assert _env(instructions).get("SSD_RESULTS") == "/results"
-    script = " ".join(_exec_form(_last(instructions, "ENTRYPOINT")))
-    assert re.search(r'export SSD_RUN_DIR="\$\{SSD_RUN_DIR:-\$SSD_RESULTS/\$\(date', script), (
-        "the ENTRYPOINT must set SSD_RUN_DIR to a fresh directory under $SSD_RESULTS unless it is given")
+    script = ENTRYPOINT.read_text()
+    assert 'os.environ["SSD_RUN_DIR"] = str(run_dir)' in script, "the entrypoint no longer passes SSD_RUN_DIR on"
+    assert 'env.get("SSD_RUN_DIR") or results / stamp' in script, (
+        "the entrypoint must set SSD_RUN_DIR to a fresh directory under $SSD_RESULTS unless it is given")
 
 
 def test_runs_as_a_numeric_non_root_user(instructions: list[Instruction]) -> None:
@@ -264,5 +272,5 @@ def test_dockerignore_keeps_local_state_out() -> None:
                 if line.strip() and not line.startswith("#")}
     for needed in (".git", ".venv", ".nox", ".device", "results"):
         assert needed in patterns, f".dockerignore does not exclude {needed}"
-    for kept in ("Dockerfile", "constraints.txt", "pyproject.toml", "noxfile.py"):
+    for kept in ("Dockerfile", "constraints.txt", LOCK.name, "pyproject.toml", "noxfile.py"):
         assert not {kept, f"/{kept}"} & patterns, f".dockerignore excludes {kept}, which the image needs"

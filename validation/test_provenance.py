@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 
 from validation.provenance import ROOT, environment
+
+
+def _git_head() -> str | None:
+    """What git says the commit is here; None where there is no git (the container) or no repository."""
+    if shutil.which("git") is None:
+        return None
+    done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False)
+    return done.stdout.strip() if done.returncode == 0 else None
 
 
 def test_the_given_commit_wins_over_a_copied_git(monkeypatch) -> None:
@@ -14,16 +23,15 @@ def test_the_given_commit_wins_over_a_copied_git(monkeypatch) -> None:
     env = environment()
     assert env["git_commit"] == "0123456789abcdef0123456789abcdef01234567"
     assert env["git_dirty"] is None and "SSD_GIT_COMMIT" in env["null_reasons"]["git_dirty"]
-    here = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    assert env["git_commit_here"] == (here.stdout.strip() if here.returncode == 0 else None)
+    assert env["git_commit_here"] == _git_head()
 
 
 def test_without_a_given_commit_git_is_asked(monkeypatch) -> None:
     monkeypatch.delenv("SSD_GIT_COMMIT", raising=False)
     env = environment()
-    here = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    if here.returncode == 0:
-        assert env["git_commit"] == here.stdout.strip() and isinstance(env["git_dirty"], bool)
+    here = _git_head()
+    if here is not None:
+        assert env["git_commit"] == here and isinstance(env["git_dirty"], bool)
     else:
         assert env["git_commit"] is None and env["null_reasons"]["git_commit"]
     assert "git_commit_here" not in env
@@ -44,3 +52,29 @@ def test_a_checkpoint_keeps_the_cases_so_far_until_the_file_is_written(tmp_path)
     final = json.loads(results.write(ceilings={"x": 1}).read_text())
     assert "partial" not in final and [c["id"] for c in final["cases"]] == ["a", "b"]
     assert not (tmp_path / "partial").exists(), "the checkpoint outlived the results file"
+
+
+def test_results_files_get_the_umask_mode_not_mkstemps(tmp_path) -> None:
+    """A host user other than the writer (a container's uid) must be able to read results under umask 022."""
+    import os
+    import stat
+
+    from validation.results import _FILE_MODE, write_text_atomic
+
+    path = write_text_atomic(tmp_path / "x.json", "{}")
+    assert stat.S_IMODE(path.stat().st_mode) == _FILE_MODE
+    mask = os.umask(0o022)
+    os.umask(mask)
+    assert _FILE_MODE == 0o666 & ~mask and (mask != 0o022 or _FILE_MODE == 0o644)
+
+
+def test_the_image_and_its_base_are_recorded(monkeypatch) -> None:
+    monkeypatch.setenv("SSD_IMAGE", "ssd-repro:0.1.0-abc1234")
+    monkeypatch.setenv("SSD_BASE_IMAGE", "nvidia/cuda:13.3.1-devel-ubuntu24.04")
+    monkeypatch.setenv("SSD_BASE_DIGEST", "sha256:" + "0" * 64)
+    env = environment()
+    assert (env["container_image"], env["base_image"], env["base_image_digest"]) == (
+        "ssd-repro:0.1.0-abc1234", "nvidia/cuda:13.3.1-devel-ubuntu24.04", "sha256:" + "0" * 64)
+    monkeypatch.setenv("SSD_IMAGE", "")  # built without --build-arg SSD_IMAGE
+    env = environment()
+    assert env["container_image"] is None and "SSD_IMAGE" in env["null_reasons"]["container_image"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import html
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -22,13 +23,12 @@ from reports import compare, render
 from reports.markup import ReportError
 from reports.runs import load_run
 from reports.sections import SECTIONS
+from validation.browser import REQUIRE_ENV, find_browser
 from validation.provenance import ROOT
 from validation.results import write_json_atomic
 
 ARTIFACTS = ROOT / "artifacts"
 SCREENSHOT = ARTIFACTS / "report-synthetic.png"
-CHROMIUM = "chromium"
-INSTALL_HINT = "install it with: apt-get update && apt-get install -y chromium (Debian; .ci/run does this)"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 SWEEP = {"batch": 4, "nheads": 8, "headdim": 64, "ngroups": 1, "chunk_size": 128}
 TOL = {"y": {"rel_l2": 1e-2, "max_abs": 2e-2, "reason": "synthetic tolerance row <chosen by the test>"},
@@ -304,9 +304,11 @@ def test_every_published_run_renders(tmp_path: Path) -> None:
 
 def _console_messages(page: Path, screenshot: Path, profile: Path) -> list[str]:
     """Load ``page`` in headless Chromium, save a screenshot, return the console messages it logged."""
-    chromium = shutil.which(CHROMIUM)
+    chromium, why = find_browser()
     if chromium is None:
-        pytest.fail(f"headless Chromium ({CHROMIUM}) is needed to check the report; {INSTALL_HINT}")
+        if os.environ.get(REQUIRE_ENV) == "1":
+            pytest.fail(f"{REQUIRE_ENV}=1 and {why}", pytrace=False)
+        pytest.skip(f"browser check not run: {why}")
     screenshot.parent.mkdir(parents=True, exist_ok=True)
     screenshot.unlink(missing_ok=True)
     done = subprocess.run(
