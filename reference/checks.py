@@ -7,7 +7,7 @@ and every message names the argument, what was expected and what came, for examp
     with batch=2, seqlen=64 and ngroups dividing nheads=8 (got ngroups=3)
 
 Values are not inspected (that would synchronise the GPU, and the NaN/Inf regimes pass bad values on
-purpose): dt > 0 and A < 0 are the caller's contract, documented in DESIGN.md.
+purpose): dt >= 0 and A < 0 are the caller's contract (docs/design.md, "Input contract").
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Named input regimes: each builds one problem's inputs and says what it means physically.
 
 Every regime takes ``(spec, gen, device)``, draws only from ``gen`` (never the global RNG) and
-returns ``SSDInputs`` in the layout of DESIGN.md. x, B and C are standard normal unless the
+returns ``SSDInputs`` in the layout of docs/design.md. x, B and C are standard normal unless the
 regime says otherwise; D is standard normal when ``spec.with_D``; the initial state is standard
 normal when ``spec.with_initial_state``.
 """

@@ -36,6 +36,7 @@ from reference import ProblemSpec
 from validation.gpu import HAS_CUDA, RECURRENT_MAX_SEQLEN, judge, oracle, processes_at_once
 from validation.registry import IMPLS
 from validation.results import ResultsFile
+from validation.summary import describe
 from validation.triton_interpreter import INTERPRETER_ENV, cpu_device_shim
 
 __all__ = ["DEFAULT_IMPLS", "Task", "correctness_cases", "run_matrix", "stability_cases", "why_not"]
@@ -344,10 +345,11 @@ def _notes(jobs: int) -> list[str]:
 
 
 def run_and_write(suite: str) -> dict[str, dict[str, object]]:
-    """Run the suite's matrix, write its results file, and return its records by case id."""
+    """Run the suite's matrix, write its results file, and return its records by case id. (pytest captures
+    what a fixture prints; validation/conftest.py prints the file with its counts at the end of the session.)"""
     jobs = default_jobs()
     results = run_matrix(suite, jobs=jobs)
-    print(f"\n{suite} results: {results.write(notes=_notes(jobs))} {results.summary()}")
+    results.write(notes=_notes(jobs))
     return {r["id"]: r for r in results.cases}
 
 
@@ -368,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--jobs must be >= 1; got {args.jobs}")
     args.jobs = args.jobs or default_jobs()
     results = run_matrix(args.suite, tuple(args.impl) if args.impl else None, jobs=args.jobs)
-    print(f"{args.suite}: wrote {results.write(notes=_notes(args.jobs))}")
+    print(describe(results.write(notes=_notes(args.jobs))))
     return 0
 
 

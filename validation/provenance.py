@@ -1,4 +1,4 @@
-"""Environment and provenance for every results file (DESIGN.md, "Environment and provenance").
+"""Environment and provenance for every results file (docs/design.md, "Results contract").
 
 A field that cannot be read is ``None`` and ``null_reasons[field]`` says why; nothing is "unknown".
 """

@@ -1,4 +1,4 @@
-"""Results files per the contract in DESIGN.md: one JSON per suite run, written atomically, never clobbered.
+"""Results files per the contract in docs/design.md: one JSON per suite run, written atomically, never replaced.
 
 Where: ``$SSD_RUN_DIR/raw/<suite>.json`` when the variable is set (``nox -s validate`` sets one run
 directory for all its suites), else ``reports/<suite_version>/<run_id>/raw/<suite>.json``.

@@ -16,7 +16,7 @@ HEADLINE = dict(batch=4, seqlen=16384, nheads=8, headdim=64, ngroups=1, dstate=1
 
 
 def test_headline_floor_matches_the_design_estimate() -> None:
-    """DESIGN.md: ~170 MB of compulsory traffic, ~28 GFLOP with C·Bᵀ shared by a group, ~40-55 us on an H200."""
+    """The headline shape: ~170 MB of compulsory traffic, ~28 GFLOP (C·Bᵀ shared by a group), ~40-55 us on an H200."""
     c = cost(**HEADLINE)
     assert 165e6 < c.bytes < 175e6, f"compulsory bytes {c.bytes / 1e6:.1f} MB; expected ~170 MB"
     assert 27e9 < c.flops < 29e9, f"FLOPs {c.flops / 1e9:.1f} G; expected ~28 G"

@@ -1,4 +1,4 @@
-"""Stability: every implementation on every regime of DESIGN.md, ragged and long sequences, x past 2**31
+"""Stability: every implementation on every regime of docs/design.md, ragged and long sequences, x past 2**31
 elements and non-contiguous views, judged against float64.
 
 The matrix runs once for the module (child processes; a crash costs one case) and writes the stability

@@ -37,6 +37,7 @@ from validation.gpu import HAS_CUDA, NO_CUDA_REASON, judge, processes_at_once
 from validation.provenance import ROOT
 from validation.registry import IMPLS
 from validation.results import ResultsFile, write_json_atomic
+from validation.summary import describe
 
 SEQLENS = tuple(2**k for k in range(10, 19))        # 1K .. 256K
 DSTATES = (64, 128, 256, 512)
@@ -214,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         for spec in specs:
             for name in args.impl:
                 results.add(_not_run(spec, name, NO_CUDA_REASON))
-        _progress(f"benchmark: wrote {results.write(**extra)}")
+        print(describe(results.write(**extra)), flush=True)
         return 0
     # A run stopped from outside (SIGTERM, Ctrl-C) still writes what it measured; the rest is not-run.
     signal.signal(signal.SIGTERM, _interrupt)
@@ -257,7 +258,8 @@ def main(argv: list[str] | None = None) -> int:
     path = results.write(ceilings=ceilings, **extra)
     # The same numbers as a pytest-benchmark file, beside raw/, for `pytest-benchmark compare`.
     pb = write_json_atomic(path.parent.parent / "pytest-benchmark.json", convert(json.loads(path.read_text())))
-    _progress(f"benchmark: wrote {path} {results.summary()} and {pb}")
+    print(describe(path), flush=True)
+    _progress(f"benchmark: and the same as a pytest-benchmark file, {pb}")
     return 1 if results.summary()["fail"] or results.summary()["crashed"] else 0
 
 

@@ -1,0 +1,196 @@
+"""What a run's results files say, in one table, and whether the run failed.
+
+    python -m validation.summary RUN_DIR [--expect SUITE ...]
+
+Reads ``RUN_DIR/raw/<suite>.json`` and ``RUN_DIR/partial/<suite>.json`` (the cases a suite had written when it
+stopped; marked partial) and prints one table, suite x implementation x status counts, then every ``fail`` and
+``crashed`` record on one line each: ours as failures, the peers' as findings.
+
+The policy (the constants below):
+
+- a ``fail`` or ``crashed`` record of OURS (our cuTile forward and our float64 references) fails the run;
+- a ``fail`` or ``crashed`` record of a PEER (mamba_ssm's Triton, compiled or under the interpreter, and
+  NVIDIA's TileGym) is a finding about that peer: printed, kept in the results and the report, and it does
+  not fail the run; an implementation in neither list counts as ours, so that a new one fails loudly until
+  it is classified here;
+- ``pass``, ``unsupported`` (the registry declares the case out of the implementation's reach, with the
+  reason) and ``not-run`` (it cannot run on this machine, with the reason; the report lists them) never fail;
+- an expected suite (default: every suite) without ``raw/<suite>.json`` fails the run, even with a partial
+  file: that suite did not finish.
+
+Exit status: 0 the run passes the policy, 1 it fails it, 2 the input is bad (RUN_DIR is not a directory, a
+file is not readable JSON or not a results file), said in one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from validation.results import SCHEMA_VERSION, STATUSES, SUITES
+
+__all__ = ["FAILED", "OURS", "PEERS", "BadResults", "SuiteFile", "describe", "judge_run", "load_file", "load_run",
+           "main"]
+
+# --- the policy ---------------------------------------------------------------------------------------
+OURS = ("cutile", "reference-chunked", "reference-recurrent")  # a failure of these fails the run
+PEERS = ("triton", "tilegym", "triton-interpreter")  # a failure of these is a finding about the peer
+FAILED = ("fail", "crashed")  # the statuses that say an implementation got a case wrong or died on it
+
+
+class BadResults(Exception):
+    """The input cannot be read as a run's results (exit 2)."""
+
+
+@dataclass(frozen=True)
+class SuiteFile:
+    suite: str
+    path: Path
+    partial: bool
+    cases: list[dict[str, object]]
+
+    @property
+    def label(self) -> str:
+        return f"{self.suite} (partial)" if self.partial else self.suite
+
+
+def is_ours(impl: str) -> bool:
+    return impl not in PEERS
+
+
+def load_file(path: Path, *, partial: bool = False) -> SuiteFile:
+    """One results file, checked against the contract: its name is its suite, every case has a known status."""
+    try:
+        payload = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise BadResults(f"{path}: not a readable JSON file ({err})") from None
+    if not isinstance(payload, dict) or payload.get("schema_version") != SCHEMA_VERSION:
+        version = payload.get("schema_version") if isinstance(payload, dict) else None
+        raise BadResults(f"{path}: not a results file of schema_version {SCHEMA_VERSION} (got {version!r})")
+    suite = payload.get("suite")
+    if suite not in SUITES or path.stem != suite:
+        raise BadResults(f"{path}: suite {suite!r} in a file named {path.name}; the suites are {', '.join(SUITES)}")
+    cases = payload.get("cases")
+    if not isinstance(cases, list) or not all(isinstance(c, dict) and {"id", "impl", "status"} <= c.keys()
+                                              for c in cases):
+        raise BadResults(f"{path}: 'cases' must be a list of objects, each with 'id', 'impl' and 'status'")
+    for case in cases:
+        if case["status"] not in STATUSES:
+            raise BadResults(f"{path}: case {case['id']} has status {case['status']!r}, not one of {STATUSES}")
+    return SuiteFile(suite, path, partial, cases)
+
+
+def load_run(run_dir: Path) -> list[SuiteFile]:
+    """Every ``raw/*.json`` of the run in suite order, each followed by its partial file if one is there."""
+    if not run_dir.is_dir():
+        raise BadResults(f"{run_dir}: not a directory (expected a run directory holding raw/<suite>.json)")
+    files = [load_file(p) for p in sorted((run_dir / "raw").glob("*.json"))]
+    files += [load_file(p, partial=True) for p in sorted((run_dir / "partial").glob("*.json"))]
+    return sorted(files, key=lambda f: (SUITES.index(f.suite), f.partial))
+
+
+def _counts(cases: list[dict[str, object]]) -> dict[str, Counter[str]]:
+    by_impl: dict[str, Counter[str]] = {}
+    for case in cases:
+        by_impl.setdefault(str(case["impl"]), Counter())[str(case["status"])] += 1
+    return by_impl
+
+
+def _table(rows: list[tuple[str, str, Counter[str] | None]]) -> list[str]:
+    """(suite, impl, counts) rows as aligned text; counts None prints the impl cell alone."""
+    header = ("suite", "implementation", *STATUSES)
+    cells = [header] + [(suite, impl, *(str(counts[s]) for s in STATUSES)) if counts is not None else (suite, impl)
+                        for suite, impl, counts in rows]
+    widths = [max(len(row[i]) for row in cells if i < len(row)) for i in range(len(header))]
+    lines = []
+    for row in cells:
+        text = [cell.ljust(widths[i]) if i < 2 else cell.rjust(widths[i]) for i, cell in enumerate(row)]
+        lines.append("  ".join(text).rstrip())
+    return lines
+
+
+def describe(path: Path) -> str:
+    """A results file as its suites print it when written: the path, then status counts per implementation."""
+    suite_file = load_file(path, partial=path.parent.name == "partial")
+    counts = _counts(suite_file.cases)
+    rows = [(suite_file.label, impl, counts[impl]) for impl in sorted(counts)]
+    if not rows:
+        rows = [(suite_file.label, "(no cases)", None)]
+    return "\n".join([f"{suite_file.label} results: {path}", *("  " + line for line in _table(rows))])
+
+
+def _one_line(case: dict[str, object], suite_file: SuiteFile) -> str:
+    reason = " ".join(str(case.get("reason") or "(no reason recorded)").split())
+    if len(reason) > 400:
+        reason = reason[:400] + " ... (the whole reason is in the file)"
+    return f"  {suite_file.label}  {case['impl']}  {case['id']}  {case['status']}: {reason}"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    failures: list[str]  # fail or crashed records of ours, one line each
+    findings: list[str]  # fail or crashed records of the peers, one line each
+    missing: list[str]  # expected suites without a raw results file
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.failures or self.missing)
+
+
+def judge_run(files: list[SuiteFile], expect: tuple[str, ...] = SUITES) -> Verdict:
+    """Apply the policy of this module's docstring to a run's files."""
+    failures, findings = [], []
+    for suite_file in files:
+        for case in suite_file.cases:
+            if case["status"] in FAILED:
+                (failures if is_ours(str(case["impl"])) else findings).append(_one_line(case, suite_file))
+    done = {f.suite for f in files if not f.partial}
+    return Verdict(failures, findings, [s for s in expect if s not in done])
+
+
+def report(run_dir: Path, files: list[SuiteFile], verdict: Verdict) -> str:
+    rows: list[tuple[str, str, Counter[str] | None]] = []
+    for suite in SUITES:
+        for suite_file in (f for f in files if f.suite == suite):
+            counts = _counts(suite_file.cases)
+            rows += [(suite_file.label, impl, counts[impl]) for impl in sorted(counts)] or [
+                (suite_file.label, "(no cases)", None)]
+        if suite in verdict.missing:
+            rows.append((suite, "(no results file)", None))
+    lines = [f"results of {run_dir}", *_table(rows)]
+    if verdict.missing:
+        lines += ["", f"MISSING: {', '.join(verdict.missing)} wrote no raw/<suite>.json: not run, or stopped before"
+                      " the end (what a stopped suite had measured is in its partial row, if it has one)"]
+    if verdict.failures:
+        lines += ["", f"FAILURES of ours ({', '.join(OURS)}), {len(verdict.failures)}:", *verdict.failures]
+    if verdict.findings:
+        lines += ["", f"FINDINGS about the peers ({', '.join(PEERS)}), {len(verdict.findings)}: recorded, do not "
+                      "fail the run", *verdict.findings]
+    outcome = "FAILED" if verdict.failed else "passed"
+    lines += ["", f"summary: {outcome}: {len(verdict.failures)} failed or crashed records of ours, "
+                  f"{len(verdict.missing)} missing suites, {len(verdict.findings)} findings about the peers"]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run_dir", type=Path, help="a run directory: RUN_DIR/raw/<suite>.json")
+    parser.add_argument("--expect", nargs="+", choices=SUITES, default=list(SUITES),
+                        help="the suites that should have written a results file (default: all)")
+    args = parser.parse_args(argv)
+    try:
+        files = load_run(args.run_dir)
+    except BadResults as err:
+        print(f"validation.summary: {err}", file=sys.stderr)
+        return 2
+    verdict = judge_run(files, tuple(args.expect))
+    print(report(args.run_dir, files, verdict))
+    return 1 if verdict.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,137 @@
+"""The run summary: one table of a run's results files, and its policy on what fails a run (validation/summary.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from validation.results import SCHEMA_VERSION, STATUSES, SUITES, write_json_atomic
+from validation.summary import FAILED, OURS, PEERS, describe, main
+
+PASSING_SUITES = {suite: [{"id": f"{suite}-ok", "impl": "cutile", "status": "pass"}] for suite in SUITES}
+
+
+def _write(run_dir: Path, suite: str, cases: list[dict], *, partial: bool = False) -> Path:
+    folder = "partial" if partial else "raw"
+    return write_json_atomic(run_dir / folder / f"{suite}.json",
+                             {"schema_version": SCHEMA_VERSION, "suite": suite, "cases": cases})
+
+
+def _run(run_dir: Path, suites: dict[str, list[dict]]) -> Path:
+    for suite, cases in suites.items():
+        _write(run_dir, suite, cases)
+    return run_dir
+
+
+def test_the_policy_is_built_from_the_contracts_statuses() -> None:
+    assert set(FAILED) < set(STATUSES) and "pass" not in FAILED
+    assert not set(OURS) & set(PEERS)
+
+
+def test_every_registered_implementation_is_classified_ours_or_peer() -> None:
+    from validation.registry import IMPLS
+
+    unclassified = sorted(set(IMPLS) - set(OURS) - set(PEERS))
+    assert not unclassified, f"{unclassified}: add each to OURS or PEERS in validation/summary.py"
+
+
+def test_a_clean_run_passes_and_prints_one_row_per_suite_and_implementation(tmp_path, capsys) -> None:
+    run = _run(tmp_path, PASSING_SUITES)
+    assert main([str(run)]) == 0
+    out = capsys.readouterr().out
+    for suite in SUITES:
+        assert any(line.split()[:3] == [suite, "cutile", "1"] for line in out.splitlines()), out
+    assert "summary: passed" in out and "FAILURES" not in out and "FINDINGS" not in out
+
+
+@pytest.mark.parametrize("impl", ["cutile", "reference-chunked", "reference-recurrent", "an-unclassified-impl"])
+@pytest.mark.parametrize("status", FAILED)
+def test_a_failure_of_ours_fails_the_run(tmp_path, capsys, impl: str, status: str) -> None:
+    bad = {"id": "stability-bad", "impl": impl, "status": status, "reason": "y rel_l2 1e-2 > bound\n  next line"}
+    run = _run(tmp_path, {**PASSING_SUITES, "stability": [*PASSING_SUITES["stability"], bad]})
+    assert main([str(run)]) == 1
+    out = capsys.readouterr().out
+    assert f"  stability  {impl}  stability-bad  {status}: y rel_l2 1e-2 > bound next line" in out.splitlines()
+    assert "FAILURES of ours" in out and "summary: FAILED" in out
+
+
+@pytest.mark.parametrize("impl", PEERS)
+@pytest.mark.parametrize("status", FAILED)
+def test_a_failure_of_a_peer_is_a_finding_and_the_run_passes(tmp_path, capsys, impl: str, status: str) -> None:
+    bad = {"id": "bimodal_dt_fp32_tiny", "impl": impl, "status": status, "reason": "y rel_l2 1.34e-6 > 5e-7"}
+    run = _run(tmp_path, {**PASSING_SUITES, "stability": [*PASSING_SUITES["stability"], bad]})
+    assert main([str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "FINDINGS about the peers" in out and "FAILURES" not in out
+    assert f"  stability  {impl}  bimodal_dt_fp32_tiny  {status}: y rel_l2 1.34e-6 > 5e-7" in out.splitlines()
+    assert "summary: passed" in out and "1 findings about the peers" in out
+
+
+def test_not_run_and_unsupported_of_ours_do_not_fail_the_run(tmp_path, capsys) -> None:
+    quiet = [{"id": "gpu-case", "impl": "cutile", "status": "not-run", "reason": "no CUDA device"},
+             {"id": "odd-case", "impl": "cutile", "status": "unsupported", "reason": "chunk 48"}]
+    run = _run(tmp_path, {**PASSING_SUITES, "correctness": quiet})
+    assert main([str(run)]) == 0, capsys.readouterr().out
+
+
+def test_a_missing_suite_fails_the_run_even_with_a_partial_file(tmp_path, capsys) -> None:
+    suites = {s: c for s, c in PASSING_SUITES.items() if s != "benchmark"}
+    run = _run(tmp_path, suites)
+    _write(run, "benchmark", [{"id": "point-1", "impl": "triton", "status": "pass"}], partial=True)
+    assert main([str(run)]) == 1
+    out = capsys.readouterr().out
+    assert "MISSING: benchmark wrote no raw/<suite>.json" in out
+    assert any(line.split()[:4] == ["benchmark", "(partial)", "triton", "1"] for line in out.splitlines()), out
+    assert main([str(run), "--expect", "compile", "reference", "correctness", "stability"]) == 0
+
+
+def test_a_run_directory_that_is_not_there_is_refused_in_one_line(tmp_path, capsys) -> None:
+    assert main([str(tmp_path / "nowhere")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not a directory" in err
+
+
+@pytest.mark.parametrize("text,says", [("{not json", "not a readable JSON file"),
+                                       ('{"schema_version": 99, "suite": "compile", "cases": []}', "schema_version"),
+                                       (f'{{"schema_version": {SCHEMA_VERSION}, "suite": "compile", "cases": '
+                                        '[{"id": "a", "impl": "cutile", "status": "ok"}]}', "status 'ok'")])
+def test_a_file_that_is_not_a_results_file_is_refused_in_one_line(tmp_path, capsys, text: str, says: str) -> None:
+    run = _run(tmp_path, PASSING_SUITES)
+    (run / "raw" / "compile.json").unlink()
+    (run / "raw" / "compile.json").write_text(text)
+    assert main([str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and says in err and "compile.json" in err
+
+
+def test_a_suite_prints_its_path_and_counts_per_implementation(tmp_path) -> None:
+    path = _write(tmp_path, "stability", [
+        {"id": "a", "impl": "cutile", "status": "not-run", "reason": "no CUDA device"},
+        {"id": "b", "impl": "triton-interpreter", "status": "pass"},
+        {"id": "c", "impl": "triton-interpreter", "status": "fail", "reason": "y rel_l2"}])
+    lines = describe(path).splitlines()
+    assert lines[0] == f"stability results: {path}"
+    assert lines[1].split() == ["suite", "implementation", *STATUSES]
+    assert lines[2].split() == ["stability", "cutile", "0", "0", "0", "0", "1"]
+    assert lines[3].split() == ["stability", "triton-interpreter", "1", "1", "0", "0", "0"]
+
+
+def test_pytest_shows_the_results_files_it_wrote_under_default_capture(tmp_path) -> None:
+    """A results file written during a pytest run (the reference suite's, here) is listed on the terminal at the
+    end, with its counts, although pytest captures what tests and fixtures print."""
+    import os
+    import subprocess
+    import sys
+
+    from validation.provenance import ROOT
+
+    run = tmp_path / "run"
+    child = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--basetemp={tmp_path / 'basetemp'}",
+         "validation/test_reference.py::test_two_tokens_worked_by_hand"],
+        cwd=ROOT, env={**os.environ, "SSD_RUN_DIR": str(run)}, capture_output=True, text=True, check=False)
+    assert child.returncode == 0, child.stdout[-3000:] + child.stderr[-3000:]
+    lines = child.stdout.splitlines()
+    assert f"reference results: {run / 'raw' / 'reference.json'}" in lines, child.stdout[-3000:]
+    assert any(line.split()[:3] == ["reference", "reference-chunked", "1"] for line in lines), child.stdout[-3000:]
