@@ -49,31 +49,41 @@ TOLERANCES: dict[tuple[str, str, str, str], Tolerance] = {
     # (validation/test_triton_interpreter.py). The interpreter runs tl.dot in numpy at the operands'
     # precision and ignores tf32, so these are ieee rows and say nothing about a GPU run. No bf16 rows:
     # bf16 tl.dot is wrong in the interpreter (triton issue 11584), so that suite xfails bf16 instead.
-    # Sweep: the file's 7 cases (seqlen 1, 15, 17, 37, 64 at chunk 16; groups 1 and 2; with and without
-    # D and initial state; typical, long_memory, dt_zero) x seeds 0-4 = 35 cases per dtype.
+    # Sweep (2026-12-01, 5fcf91f): every task the correctness and stability matrices give the interpreter (their
+    # tiny variants: 12 fp32, among them bimodal_dt, and 2 fp16) and the 7 cases per dtype of that file, at seeds
+    # 0-19, and bimodal_dt_fp32_tiny at seeds 20-219 as well: 580 fp32 runs and 180 fp16 runs.
     ("triton-interpreter", "fp32", "ieee", "y"): Tolerance(
-        rel_l2=5e-7, max_abs=1e-6,
+        rel_l2=1.0e-4, max_abs=1.9e-4,
         reason="fp32 storage and compute u=6.0e-8; growth: dot products over chunk_size=16 tokens and"
-               " headdim=dstate=16, exp of fp32 in-chunk cumsum differences, <=4 carried chunk states; measured worst"
-               " rel_l2 1.25e-7, max_abs/peak 2.37e-7 over the 35-case sweep on 2026-11-30 at 59dd7d0;"
-               " bounds 4x the worst"),
+               " headdim=dstate=16, <=4 carried chunk states, and above all the decays exp(cs_i - cs_j), taken as"
+               " a difference of fp32 in-chunk cumsums cs of A*dt: that difference carries an absolute error"
+               " ~u*|cs| however close i and j are, so a decay's relative error is ~u*max|cs|, not u. Bimodal dt"
+               " (open tokens with |A*dt| up to 160, shut ones between) drives max|cs| to 821 in a 16-token chunk;"
+               " every bimodal error measured stayed below 1.8*u*max|cs| (seeds 20-219), while the other regimes'"
+               " worst is rel_l2 2.5e-7. Measured worst rel_l2 2.49e-5, max_abs/peak 4.64e-5"
+               " (bimodal_dt_fp32_tiny, seed 213) over the 580 fp32 runs of the sweep above on 2026-12-01 at"
+               " 5fcf91f; bounds 4x the worst"),
     ("triton-interpreter", "fp32", "ieee", "final_state"): Tolerance(
-        rel_l2=6e-7, max_abs=1e-6,
-        reason="fp32 u=6.0e-8 (state kept fp32); growth as for y: chunk-state dots over 16 tokens and"
-               " <=4 chunk decays; measured worst rel_l2 1.43e-7, max_abs/peak 2.52e-7 over the 35-case sweep"
-               " on 2026-11-30 at 59dd7d0; bounds 4x the worst"),
+        rel_l2=1.3e-4, max_abs=1.3e-4,
+        reason="fp32 u=6.0e-8 (state kept fp32); growth as for y: chunk-state dots over 16 tokens, <=4 chunk"
+               " decays, and the decays exp(cs_last - cs_j) from differences of fp32 in-chunk cumsums, whose"
+               " relative error is ~u*max|cs| (to 821 under bimodal dt; the other regimes' worst is rel_l2"
+               " 2.8e-7); measured worst rel_l2 3.00e-5, max_abs/peak 3.03e-5 (bimodal_dt_fp32_tiny, seed 146)"
+               " over the 580 fp32 runs of the sweep above on 2026-12-01 at 5fcf91f; bounds 4x the worst"),
     ("triton-interpreter", "fp16", "ieee", "y"): Tolerance(
-        rel_l2=1.2e-3, max_abs=2.7e-3,
+        rel_l2=1.5e-3, max_abs=2.9e-3,
         reason="fp16 storage of x, B, C and y u=4.9e-4, fp32 accumulation; growth: rounding y to fp16 alone"
                " costs ~u/sqrt(3) rel, plus fp16 rounding of each dot's operands (the decayed, dt-scaled C.B^T"
-               " and the carried states); measured worst rel_l2 3.04e-4, max_abs/peak 6.68e-4 over the"
-               " 35-case sweep on 2026-11-30 at 59dd7d0; bounds 4x the worst"),
+               " and the carried states); measured worst rel_l2 3.72e-4, max_abs/peak 7.10e-4 (the sweep's"
+               " l15_one_short_of_chunk, seed 16) over the 180 fp16 runs of the sweep above on 2026-12-01 at"
+               " 5fcf91f; bounds 4x the worst"),
     ("triton-interpreter", "fp16", "ieee", "final_state"): Tolerance(
-        rel_l2=9e-4, max_abs=1.5e-3,
+        rel_l2=1.2e-3, max_abs=1.9e-3,
         reason="fp16 inputs u=4.9e-4, state accumulated and returned fp32; growth: the dt-scaled operand of"
                " the chunk-state dot is rounded to fp16 (~u/2 rel even for one token), decayed over <=4"
-               " chunks; measured worst rel_l2 2.20e-4, max_abs/peak 3.76e-4 over the 35-case sweep on"
-               " 2026-11-30 at 59dd7d0; bounds 4x the worst"),
+               " chunks; measured worst rel_l2 2.79e-4 (the sweep's l1_single_step, seed 9), max_abs/peak 4.59e-4"
+               " (chunk64_fp16_tiny, seed 8) over the 180 fp16 runs of the sweep above on 2026-12-01 at 5fcf91f;"
+               " bounds 4x the worst"),
     # --- GPU rows: cutile (ours), triton (mamba_ssm 2.3.2.post1), tilegym (1.5.1) on a CUDA device.
     # matmul: bf16/fp16 = tensor-core inputs in that dtype with fp32 accumulation; tf32 = fp32 inputs
     # rounded to tf32 (10-bit mantissa) on the tensor cores, on purpose.
