@@ -131,7 +131,7 @@ def tests(session: nox.Session) -> None:
 @nox.session(python=None)
 def compile(session: nox.Session) -> None:
     """Export every cuTile kernel we launch to sm_90/sm_100/sm_103 cubins and check HGMMA in the sm_90 SASS."""
-    _install(session, "compile")
+    _install(session, "test", "compile")  # test: pytest collects every test module, which import its packages
     _pytest(session, marker="compile")
 
 
