@@ -3,7 +3,7 @@
     python -m validation.matrix correctness|stability [--impl cutile triton ...]
 
 ``correctness`` sweeps shapes and dtypes (typical inputs); ``stability`` sweeps the regimes of
-DESIGN.md, ragged and long sequences, a tensor past 2**31 elements and non-contiguous views. Where no
+docs/design.md, ragged and long sequences, a tensor past 2**31 elements and non-contiguous views. Where no
 GPU is, both also run the Triton baseline under the interpreter (``triton-interpreter``) on a tiny
 variant of each case (batch 1, <= 40 tokens, 2 heads, headdim and dstate 16, chunk 16), once per variant. Each
 (case, implementation) gets a status: ``pass`` or ``fail`` against the tolerance table,

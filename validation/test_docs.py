@@ -1,0 +1,46 @@
+"""The documents a user gets with a clone: every link resolves inside the repository, and nothing cites a file
+that is not in it (the team's working notes live outside the product)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from urllib.parse import unquote
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SKIP_DIRS = {".git", ".venv", ".nox", ".device", "artifacts", "published", "__pycache__", "node_modules"}
+DOCS = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").glob("*.md")),
+        ROOT / "reports" / "published" / "README.md"]
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+OUTSIDE = re.compile(r"DESIGN\.md|\.\./shared|seeds/0\d\d")
+
+
+def _project_files() -> list[Path]:
+    files = []
+    for path in ROOT.rglob("*"):
+        if path.is_file() and not SKIP_DIRS & set(path.relative_to(ROOT).parts[:-1]) and path.suffix in (
+                ".py", ".md", ".toml", ".txt", ".cfg", ".html", ".j2", "") and path.stat().st_size < 1_000_000:
+            files.append(path)
+    return files
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=[str(d.relative_to(ROOT)) for d in DOCS])
+def test_every_relative_link_resolves(doc: Path) -> None:
+    assert doc.is_file(), f"{doc} is missing"
+    broken = []
+    for target in LINK.findall(doc.read_text()):
+        if re.match(r"[a-z]+:", target) or target.startswith("#"):
+            continue  # a URL or an anchor in the page
+        path = (doc.parent / unquote(target.split("#", 1)[0])).resolve()
+        if not path.exists():
+            broken.append(target)
+    assert not broken, f"{doc.relative_to(ROOT)} links to what the repository does not hold: {broken}"
+
+
+def test_nothing_cites_a_file_outside_the_repository() -> None:
+    this = Path(__file__).resolve()
+    cites = [f"{p.relative_to(ROOT)}:{n}" for p in _project_files() if p != this
+             for n, line in enumerate(p.read_text(errors="replace").splitlines(), start=1) if OUTSIDE.search(line)]
+    assert not cites, f"citations of files a clone does not have: {cites[:20]}"
