@@ -16,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from reports.markup import ReportError, dash, esc, fmt, page, shape_cell, status_badge, table, write_text_atomic
+from reports.markup import ReportError, render, write_text_atomic
 from reports.runs import Case, Run, kernel_median, load_run
 
 __all__ = ["compare_html", "kernel_change", "main", "write_compare"]
@@ -66,27 +66,14 @@ def compare_html(old: Run, new: Run) -> str:
                     notes.append(f"kernel time {note}")
             flag = bool(a is None or b is None or a.get("status") != b.get("status") or time_flag)
             flagged += flag
-            one = b or a
-            rows.append([('<span class="flag">changed</span>' if flag else ""), esc(suite), f"<code>{esc(cid)}</code>",
-                         esc(one["impl"] if one else ""), shape_cell(one.get("shape") if one else None),
-                         status_badge(a.get("status")) if a else dash("absent"),
-                         status_badge(b.get("status")) if b else dash("absent"),
-                         "#" + fmt(kernel_median(a) if a else None, "us"),
-                         "#" + fmt(kernel_median(b) if b else None, "us"),
-                         "#" + (f"{ratio:.3f}" if ratio is not None else dash()),
-                         "#" + fmt(a.get("y_rel_l2") if a else None, ".2e"),
-                         "#" + fmt(b.get("y_rel_l2") if b else None, ".2e"), esc("; ".join(notes))])
-    rows.sort(key=lambda r: (r[0] == "", r[1], r[2]))
+            rows.append({"flag": flag, "suite": suite, "id": cid, "one": b or a, "a": a, "b": b,
+                         "a_us": kernel_median(a) if a else None, "b_us": kernel_median(b) if b else None,
+                         "ratio": ratio, "notes": "; ".join(notes)})
+    rows.sort(key=lambda r: (not r["flag"], r["suite"], r["id"]))
     gpus = [run.gpu()[0] or "GPU not recorded" for run in (old, new)]
-    body = (f"<h1>Comparison: {esc(old.version)} \u2192 {esc(new.version)}</h1>"
-            f'<p class="muted">Older: {esc(old.version)} on {esc(gpus[0])}; newer: {esc(new.version)} on '
-            f"{esc(gpus[1])}. {flagged} of {len(rows)} cases flagged. A kernel-time change is flagged only when the "
-            f"new median lies outside the older run's p10\u2013p90 band and the older median outside the newer "
-            f"run's (else median \u00b1 rel_std); status changes and cases on one side only are always flagged. "
-            f"Ratio = newer / older kernel median (below 1 is faster).</p>"
-            + table(["", "suite", "case", "impl", "shape", "older status", "newer status", "#older kernel us",
-                     "#newer kernel us", "#newer/older", "#older y rel_l2", "#newer y rel_l2", "what changed"], rows))
-    return page(f"SSD comparison {old.version} vs {new.version}", body)
+    return render("compare.html", title=f"SSD comparison {old.version} vs {new.version}", old=old, new=new,
+                  gpus=gpus, rows=[r for r in rows if r["flag"]], quiet=[r for r in rows if not r["flag"]],
+                  flagged=flagged, total=len(rows))
 
 
 def write_compare(dir_a: Path, dir_b: Path, *, overwrite: bool = False) -> Path:

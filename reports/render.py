@@ -16,11 +16,11 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from urllib.parse import quote
 
-from reports.markup import DASH, ReportError, dash, esc, page, table, write_text_atomic
+from reports.errata import ERRATA_FILE
+from reports.markup import ReportError, render, write_text_atomic
 from reports.runs import HEADLINE, PEERS, Run, load_run, speedup, speedup_points
-from reports.sections import PEER_NAMES, SECTIONS
+from reports.sections import PEER_NAMES, SECTIONS, header
 from validation.provenance import ROOT, suite_version
 
 __all__ = ["default_out", "main", "newest_run", "render_html", "render_run", "write_index"]
@@ -29,15 +29,9 @@ REPORTS = ROOT / "reports"
 
 
 def render_html(run: Run) -> str:
-    nav = " ".join(f'<a href="#{sid}">{esc(title)}</a>' for sid, title, _ in SECTIONS)
-    raws = " ".join(f'<a href="raw/{s}.json">{esc(s)}.json</a>' for s in run.files)
-    body = [f"<header><h1>Mamba-2 SSD forward: report {esc(run.version)}</h1>",
-            f'<p class="muted">Rendered from the results files of <code>{esc(run.directory.name)}</code> '
-            f"(raw: {raws}); suites present: {esc(', '.join(run.files))}; missing: "
-            f"{esc(', '.join(run.missing) or 'none')}.</p><nav>{nav}</nav></header>"]
-    for sid, title, build in SECTIONS:
-        body.append(f'<section id="{sid}">\n<h2>{esc(title)}</h2>\n{build(run)}\n</section>')
-    return page(f"SSD report {run.version}", "\n".join(body))
+    """The run's page: ``templates/report.html`` filled with each section's values."""
+    return render("report.html", title=f"SSD report {run.version}", head=header(run),
+                  nav=[(sid, title) for sid, title, _ in SECTIONS], s={sid: build(run) for sid, _, build in SECTIONS})
 
 
 def default_out(run: Run) -> Path:
@@ -67,6 +61,9 @@ def render_run(run_dir: Path, out: Path | None = None, *, overwrite: bool = Fals
     if not in_place:
         for suite, data in run.raw.items():
             write_text_atomic(out / "raw" / f"{suite}.json", data, overwrite=True)
+        errata = run.directory / ERRATA_FILE
+        if errata.is_file():  # corrections travel with the data they correct
+            write_text_atomic(out / ERRATA_FILE, errata.read_bytes(), overwrite=True)
     write_text_atomic(target, html, overwrite=overwrite)
     return target
 
@@ -81,40 +78,28 @@ def newest_run(version: str | None = None) -> Path:
     return runs[-1]
 
 
-def _headline(run: Run) -> list[str]:
+def _headline(run: Run) -> list[float | None]:
     points = speedup_points(run.cases("benchmark"))
     head = [p for k, p in points.items() if dict(zip(HEADLINE, k[:-1], strict=True)) == HEADLINE]
-    out = []
-    for impl in PEERS:
-        ratio = speedup(head[0], impl)[0] if head else None
-        out.append("#" + (f"{ratio:.2f}x" if ratio is not None else DASH))
-    return out
+    return [speedup(head[0], impl)[0] if head else None for impl in PEERS]
 
 
 def write_index(root: Path) -> Path:
     """``<root>/index.html``: every report directory (``<root>/<version>/raw``, ``<root>/published/<version>/raw``)
-    with its headline numbers. Regenerated each time (replaced atomically)."""
+    with its headline numbers and errata. Regenerated each time (replaced atomically)."""
     dirs = sorted(d for d in root.glob("*") if (d / "raw").is_dir())
     dirs += sorted(d for d in (root / "published").glob("*") if (d / "raw").is_dir())
     rows = []
     for d in dirs:
         run = load_run(d)
-        rel = d.relative_to(root).as_posix()
-        link = (f'<a href="{quote(rel)}/index.html">{esc(rel)}</a>' if (d / "index.html").exists()
-                else f"{esc(rel)} <span class=\"why\">(not rendered: python -m reports.render {esc(rel)})</span>")
         gpu, why = run.gpu()
-        counts = run.status_counts()
-        rows.append([link, esc(run.version), esc(gpu) if gpu else dash(why), esc(run.created),
-                     *(f"#{counts.get(s, 0)}" for s in ("pass", "fail", "crashed", "unsupported", "not-run")),
-                     *_headline(run), esc(", ".join(run.missing) or "none")])
-    body = ("<h1>Mamba-2 SSD forward: reports</h1><p class=\"muted\">Every report under this directory "
-            "(published: measured on real GPUs and committed). Headline: kernel-time speedup over Triton at "
-            "seqlen 16384, dstate 128 (the post's headline shape). Counts are cases over all suites.</p>"
-            + table(["report", "version", "GPU", "created", "#pass", "#fail", "#crashed", "#unsupported", "#not-run",
-                     *(f"#{PEER_NAMES[i]}" for i in PEERS), "suites missing"], rows))
-    if not rows:
-        body += "<p>No reports yet.</p>"
-    return write_text_atomic(root / "index.html", page("SSD reports", body), overwrite=True)
+        rows.append({"rel": d.relative_to(root).as_posix(), "rendered": (d / "index.html").exists(),
+                     "version": run.version, "gpu": gpu, "gpu_why": why, "created": run.created,
+                     "counts": run.status_counts(), "headline": _headline(run), "missing": run.missing,
+                     "errata": run.errata})
+    html = render("index.html", title="SSD reports", rows=rows, peers=[PEER_NAMES[i] for i in PEERS],
+                  statuses=("pass", "fail", "crashed", "unsupported", "not-run"))
+    return write_text_atomic(root / "index.html", html, overwrite=True)
 
 
 def main(argv: list[str] | None = None) -> int:

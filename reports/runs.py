@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from reports.errata import Erratum, load_errata
 from reports.markup import ReportError, num
 
 __all__ = ["KNOWN_SCHEMA_VERSIONS", "SUITES", "HEADLINE", "Run", "load_run", "order", "shape_order", "speedup",
@@ -42,6 +43,7 @@ class Run:
     raw: dict[str, bytes]  # suite -> the file's bytes, copied beside the report unchanged
     version: str
     created: str
+    errata: tuple[Erratum, ...] = ()  # from <directory>/errata.json (reports/errata.py)
 
     @property
     def missing(self) -> list[str]:
@@ -55,6 +57,14 @@ class Run:
 
     def status_counts(self) -> Counter[str]:
         return Counter(str(c.get("status")) for s in self.files for c in self.cases(s))
+
+    def counts_by_impl(self) -> dict[str, Counter[str]]:
+        """impl -> status -> number of cases, over every suite."""
+        out: dict[str, Counter[str]] = {}
+        for suite in self.files:
+            for c in self.cases(suite):
+                out.setdefault(str(c["impl"]), Counter())[str(c.get("status"))] += 1
+        return out
 
     def gpu(self) -> tuple[str | None, str | None]:
         """(GPU name, None) from the first file that read it, else (None, the benchmark's or first reason)."""
@@ -142,7 +152,7 @@ def load_run(directory: Path) -> Run:
     commit7 = str(commit)[:7] if commit else "nocommit"
     run_id = _run_id(directory, list(created.values()))
     version = f"{suite_version}+{run_id}-{commit7}{'-dirty' if dirty else ''}"
-    return Run(directory, files, raw, version, min(created.values()))
+    return Run(directory, files, raw, version, min(created.values()), load_errata(directory, files))
 
 
 def _shape_key(case: Case) -> tuple[object, ...]:
@@ -176,9 +186,9 @@ def kernel_median(case: Case) -> float | None:
     return value if value is not None and math.isfinite(value) and value > 0 else None
 
 
-def speedup(point: dict[str, Case], impl: str) -> tuple[float | None, str | None]:
-    """(triton kernel median / impl kernel median, None), or (None, why there is no ratio)."""
-    for name in ("triton", impl):
+def speedup(point: dict[str, Case], impl: str, base: str = "triton") -> tuple[float | None, str | None]:
+    """(base kernel median / impl kernel median, None), or (None, why there is no ratio)."""
+    for name in (base, impl):
         case = point.get(name)
         if case is None:
             return None, f"no {name} case"
@@ -186,7 +196,7 @@ def speedup(point: dict[str, Case], impl: str) -> tuple[float | None, str | None
             return None, f"{name} {case.get('status')}: {case.get('reason') or 'no reason given'}"
         if kernel_median(case) is None:
             return None, f"{name} has no finite kernel_us.median"
-    return kernel_median(point["triton"]) / kernel_median(point[impl]), None  # type: ignore[operator]
+    return kernel_median(point[base]) / kernel_median(point[impl]), None  # type: ignore[operator]
 
 
 def published_ratios(run: Run) -> tuple[dict[tuple[int, int], float], str]:

@@ -1,395 +1,525 @@
-"""The sections of a run's report, in the order a reader needs them (see ``SECTIONS``). Each function takes
-a ``Run`` and returns escaped HTML; nothing here reads files or the clock, so a report depends only on
-its results files.
+"""What each section of a run's report shows, in the order a reader needs it (``SECTIONS``). Each builder
+takes a ``Run`` and returns plain values for ``templates/report.html``; no HTML is written here, and
+nothing reads files or the clock, so a report depends only on its results files.
+
+Long case lists are grouped: failures first and open, passes folded per implementation, cases that did not
+run counted by reason. A note that holds for many rows (a tuning source, a tolerance) is said once.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
-from reports.markup import STATUS_ORDER, dash, esc, fmt, interval, num, shape_cell, shape_text, status_badge, table
+from reports.errata import corrected
+from reports.markup import IMPL_NAMES, STATUS_ORDER, fmt, impl_name, num, seqlen_label, shape_text
 from reports.runs import (
     HEADLINE,
-    PEERS,
-    SUITES,
     Case,
     Run,
     kernel_median,
+    order,
     published_ratios,
     shape_order,
     speedup,
     speedup_points,
 )
-from reports.svg import speedup_chart
+from reports.svg import IMPL_COLORS, dstate_color, speedup_chart, time_chart
 
-__all__ = ["REL_STD_FLAG", "SECTIONS"]
+__all__ = ["IMPL_NAMES", "PEER_NAMES", "REL_STD_FLAG", "SECTIONS", "header"]
 
 REL_STD_FLAG = 0.05  # a timing whose relative standard deviation exceeds this is flagged as noisy
-PEER_NAMES = {"cutile": "ours (cuTile)", "tilegym": "TileGym (cuTile)"}
-CLAIM_MIN = 1.14  # the lower end of the post's claimed range over Triton on one B300
-PUBLISHED_RANGE = "1.14x\u20131.82x"
-GRID_COLOURS = {"pass": "#dafbe1", "fail": "#ffebe9", "crashed": "#ffcecb", "unsupported": "#eaeef2",
-                "not-run": "#fff8c5"}
+PEER_NAMES = {k: IMPL_NAMES[k] for k in ("cutile", "tilegym")}
+OURS = ("cutile", "reference-chunked", "reference-recurrent")  # a fail of these fails the session
+# The post's claim, used when the benchmark file does not carry it (published_ratios.speedup_min/max).
+CLAIM = (1.14, 1.82)
+CLAIM_GPU = "one B300"
+# (implementation, baseline): the comparisons that matter, each its own chart and ratio column.
+COMPARISONS = (("cutile", "triton"), ("tilegym", "triton"), ("cutile", "tilegym"))
+COUNTED = ("pass", "fail", "crashed", "unsupported", "not-run")  # the verdict's count columns
+SWEEP_FIELDS = ("batch", "nheads", "headdim", "ngroups", "chunk_size", "dtype")
 
 
-def _why(case: Case, field: str) -> str | None:
+def impl_order(impl: str) -> tuple[int, str]:
+    known = list(IMPL_NAMES)
+    return (known.index(impl) if impl in known else len(known), impl)
+
+
+def _why(case: Case, key: str) -> str | None:
     reasons = case.get("null_reasons")
-    return reasons.get(field) if isinstance(reasons, dict) else None
+    return reasons.get(key) if isinstance(reasons, dict) else None
 
 
-def _x(ratio: float | None) -> str:
-    return f"{ratio:.2f}x" if ratio is not None else "\u2014"
+def _claim(run: Run) -> tuple[float, float, str]:
+    data = (run.files.get("benchmark") or {}).get("published_ratios")
+    if isinstance(data, dict) and num(data.get("speedup_min")) and num(data.get("speedup_max")):
+        return num(data["speedup_min"]), num(data["speedup_max"]), str(data.get("gpu") or CLAIM_GPU)  # type: ignore
+    return (*CLAIM, CLAIM_GPU)
 
 
-def _cases_sorted(cases: list[Case]) -> list[Case]:
-    return sorted(cases, key=lambda c: (str(c.get("id")), str(c.get("impl"))))
+def _main_sweep(points: dict[tuple[object, ...], dict[str, Case]]) -> dict[tuple[int, int], dict[str, Case]]:
+    """The points of the sweep (the shape every point shares but seqlen and dstate), by (dstate, seqlen)."""
+    common = Counter(key[:1] + key[2:5] + key[6:] for key in points)
+    if not common:
+        return {}
+    sweep = max(sorted(common, key=str), key=lambda k: common[k])
+    return {(int(k[5]), int(k[1])): p for k, p in points.items()  # type: ignore[arg-type]
+            if k[:1] + k[2:5] + k[6:] == sweep and isinstance(k[1], int) and isinstance(k[5], int)}
 
 
-def _point_label(key: tuple[object, ...]) -> str:
-    shape = dict(zip(HEADLINE, key[:-1], strict=True))
-    return f"{shape_text(shape)} {key[-1]}"
+def _sweep_text(points: dict[tuple[object, ...], dict[str, Case]]) -> str:
+    common = Counter(key[:1] + key[2:5] + key[6:] for key in points)
+    if not common:
+        return "no shape"
+    sweep = max(sorted(common, key=str), key=lambda k: common[k])
+    return ", ".join(f"{k} {v}" for k, v in zip(SWEEP_FIELDS, sweep, strict=True))
 
 
 def _is_headline(key: tuple[object, ...]) -> bool:
     return dict(zip(HEADLINE, key[:-1], strict=True)) == HEADLINE
 
 
-def verdict(run: Run) -> str:
-    counts = ", ".join(
-        f"{s}: " + " ".join(f"{n} {st}" for st, n in sorted(
-            {st: sum(c.get("status") == st for c in run.cases(s)) for st in STATUS_ORDER}.items()) if n)
-        for s in SUITES if s in run.files)
-    if "benchmark" not in run.files:
-        return (f'<div class="verdict"><p><b>No verdict on speed: the benchmark did not run</b> (no raw/benchmark.json)'
-                f'. The post claims {PUBLISHED_RANGE} over Triton on one B300.</p><p>Cases by suite: {esc(counts)}</p>'
-                f"</div>")
-    points = speedup_points(run.cases("benchmark"))
-    published, source = published_ratios(run)
-    lines = []
-    for impl in PEERS:
-        ratios = [r for p in points.values() if (r := speedup(p, impl)[0]) is not None]
-        head = [speedup(p, impl) for k, p in points.items() if _is_headline(k)]
-        if not ratios:
-            lines.append(f"<li><b>{esc(PEER_NAMES[impl])}</b>: no verdict, no speedup measured (no passing pair "
-                         f"with Triton).</li>")
-            continue
-        faster = sum(r > 1.0 for r in ratios)
-        claimed = sum(r >= CLAIM_MIN for r in ratios)  # the claim is a speedup of at least its lower end
-        failed = sum(str((p.get(impl) or {}).get("status")) in ("fail", "crashed") for p in points.values())
-        n = len(ratios)
-        answer = (f"reproduces: at least {CLAIM_MIN}x at every measured point" if claimed == n and not failed
-                  else f"reproduces in part: at least {CLAIM_MIN}x at {claimed} of {n} measured points" if claimed
-                  else f"does not reproduce: faster than Triton at {faster} of {n} points, never by {CLAIM_MIN}x"
-                  if faster else "does not reproduce: slower than Triton at every measured point")
-        headline = (_x(head[0][0]) if head and head[0][0] is not None
-                    else dash(head[0][1]) if head else dash("not measured"))
-        gate = (f' <span class="flag">{failed} point(s) failed the correctness gate: no speedup.</span>'
-                if failed else "")
-        lines.append(f"<li><b>{esc(PEER_NAMES[impl])}</b>: <b>{answer}</b>; {min(ratios):.2f}x\u2013"
-                     f"{max(ratios):.2f}x over {len(ratios)} points; headline shape (seqlen 16384, dstate 128): "
-                     f"{headline}.{gate}</li>")
-    gpu, why = run.gpu()
-    pub = (f"Published ({esc(source)}): shown beside each point." if published else esc(source) + ".")
-    trend = _trend(points)
+def _grade(ratio: float | None, claim_lo: float) -> str:
+    return "" if ratio is None else "good" if ratio >= claim_lo else "ok" if ratio >= 1.0 else "bad"
+
+
+# -- the header ------------------------------------------------------------------------------------------------
+
+
+def header(run: Run) -> dict[str, Any]:
+    return {"version": run.version, "directory": run.directory.name, "suites": list(run.files),
+            "missing": run.missing, "errata": run.errata}
+
+
+# -- verdict ---------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ImplVerdict:
+    impl: str
+    answer: str  # reproduces / reproduces in part / does not reproduce / no verdict
+    grade: str
+    detail: str
+    headline: float | None = None
+    headline_why: str | None = None
+    lo: float | None = None
+    hi: float | None = None
+    worst: str = ""
+    n: int = 0
+
+
+def _impl_verdict(impl: str, points: dict[tuple[object, ...], dict[str, Case]], claim_lo: float) -> ImplVerdict:
+    ratios = {k: r for k, p in points.items() if (r := speedup(p, impl)[0]) is not None}
+    failed = sum(str((p.get(impl) or {}).get("status")) in ("fail", "crashed") for p in points.values())
+    gate = f"; {failed} point(s) failed the correctness gate" if failed else ""
+    if not ratios:
+        why = next((w for p in points.values() if (w := speedup(p, impl)[1])), "no point")
+        return ImplVerdict(impl, "no verdict", "", f"no speedup measured ({why}){gate}")
+    n = len(ratios)
+    claimed = sum(r >= claim_lo for r in ratios.values())
+    faster = sum(r > 1.0 for r in ratios.values())
+    if claimed == n and not failed:
+        answer, grade, detail = "reproduces", "good", f"at least {claim_lo}x at all {n} points"
+    elif claimed:
+        answer, grade, detail = "in part", "ok", f"at least {claim_lo}x at {claimed} of {n} points"
+    else:
+        answer, grade = "does not reproduce", "bad"
+        detail = (f"faster than Triton at {faster} of {n} points, never by {claim_lo}x" if faster
+                  else "slower than Triton at every point")
+    head = [speedup(p, impl) for k, p in points.items() if _is_headline(k)]
+    worst_key = min(ratios, key=lambda k: (ratios[k], str(k)))
+    return ImplVerdict(impl, answer, grade, detail + gate,
+                       headline=head[0][0] if head else None,
+                       headline_why=(head[0][1] if head else "the headline shape was not measured"),
+                       lo=min(ratios.values()), hi=max(ratios.values()),
+                       worst=f"{ratios[worst_key]:.2f}x at dstate {worst_key[5]}, {seqlen_label(worst_key[1])} tokens",
+                       n=n)
+
+
+def _bands(seqlens: list[int]) -> list[list[int]]:
+    """Seqlens in three bands of (nearly) equal size, fewer when there are fewer lengths."""
+    seqlens = sorted(set(seqlens))
+    k = min(3, len(seqlens))
+    size = math.ceil(len(seqlens) / k) if k else 0
+    return [seqlens[i:i + size] for i in range(0, len(seqlens), size)] if size else []
+
+
+def _trend(impl: str, sweep: dict[tuple[int, int], dict[str, Case]], claim_lo: float, base: str = "triton"
+           ) -> dict[str, Any] | None:
+    bands = _bands([s for _, s in sweep])
+    dstates = sorted({d for d, _ in sweep})
     rows = []
-    for key, point in points.items():
-        cells = [esc(_point_label(key))]
-        notes = []
-        for impl in PEERS:
-            ratio, reason = speedup(point, impl)
-            cells.append("#" + _x(ratio))
-            if ratio is None:
-                notes.append(f"{PEER_NAMES[impl]}: {reason}")
-        pr = published.get((key[1], key[5]))  # type: ignore[arg-type]
-        cells.append("#" + (_x(pr) if pr is not None else dash()))
-        cells.append(esc("; ".join(notes)) if notes else "")
-        rows.append(cells)
-    return (f'<div class="verdict"><p><b>Does the claim ({PUBLISHED_RANGE} over Triton, one B300) reproduce on '
-            f"{esc(gpu) if gpu else dash(why)}?</b> Speedup = Triton kernel time / implementation kernel time "
-            f"(CUPTI medians); a point whose correctness gate failed shows its failure, not a speedup.</p>"
-            f"<ul>{''.join(lines)}</ul><p>{pub}</p><p>Trend: {trend}</p><p>Cases by suite: {esc(counts)}</p></div>"
-            + table(["point (shape, dtype)", *(f"#{esc(PEER_NAMES[i])}" for i in PEERS), "#published",
-                     "no ratio because"], rows))
+    for dstate in dstates:
+        cells = []
+        for band in bands:
+            rs = [r for s in band if (p := sweep.get((dstate, s))) and (r := speedup(p, impl, base)[0]) is not None]
+            mean = math.exp(sum(math.log(r) for r in rs) / len(rs)) if rs else None
+            tip = f"{min(rs):.2f}x\u2013{max(rs):.2f}x over {len(rs)} point(s)" if rs else "no ratio"
+            cells.append({"ratio": mean, "grade": _grade(mean, claim_lo), "tip": tip})
+        rows.append({"dstate": dstate, "cells": cells})
+    if not any(c["ratio"] for r in rows for c in r["cells"]):
+        return None
+    labels = [seqlen_label(b[0]) if len(b) == 1 else f"{seqlen_label(b[0])}\u2013{seqlen_label(b[-1])}"
+              for b in bands]
+    return {"impl": impl, "name": impl_name(impl), "bands": labels, "rows": rows}
 
 
-def _trend(points: dict[tuple[object, ...], dict[str, Case]]) -> str:
-    parts = []
-    for impl in PEERS:
-        by_dstate: dict[int, list[tuple[int, float]]] = {}
-        for key, point in points.items():
-            ratio = speedup(point, impl)[0]
-            if ratio is not None and isinstance(key[1], int) and isinstance(key[5], int):
-                by_dstate.setdefault(key[5], []).append((key[1], ratio))
-        for dstate, pts in sorted(by_dstate.items()):
-            pts.sort()
-            if len(pts) < 2:
-                continue
-            (s0, r0), (s1, r1) = pts[0], pts[-1]
-            way = "rises" if r1 > r0 * 1.05 else "falls" if r1 < r0 / 1.05 else "is flat (within 5%)"
-            parts.append(f"{PEER_NAMES[impl]}, dstate {dstate}: {r0:.2f}x at seqlen {s0} \u2192 {r1:.2f}x at {s1} "
-                         f"({way} with seqlen)")
-        if by_dstate:
-            means = {d: math.exp(sum(math.log(r) for _, r in p) / len(p)) for d, p in sorted(by_dstate.items())}
-            parts.append(f"{PEER_NAMES[impl]}, geometric mean by dstate: "
-                         + ", ".join(f"{d}: {m:.2f}x" for d, m in means.items()))
-    return esc("; ".join(parts)) if parts else "no trend: fewer than two comparable points."
+def _status_rows(run: Run) -> list[dict[str, Any]]:
+    rows = []
+    for impl, counts in sorted(run.counts_by_impl().items(), key=lambda kv: impl_order(kv[0])):
+        where = Counter()
+        for suite in run.files:
+            for c in run.cases(suite):
+                if str(c["impl"]) == impl and c.get("status") in ("fail", "crashed"):
+                    where[(suite, str(c["status"]))] += 1
+        rows.append({"impl": impl, "name": impl_name(impl), "ours": impl in OURS, "counts": counts,
+                     "where": [{"suite": s, "status": st, "n": n} for (s, st), n in sorted(where.items())]})
+    return rows
 
 
-def environment(run: Run) -> str:
+def verdict(run: Run) -> dict[str, Any]:
+    gpu, gpu_why = run.gpu()
+    claim_lo, claim_hi, claim_gpu = _claim(run)
+    status = _status_rows(run)
+    ours_bad = sum(r["counts"]["fail"] + r["counts"]["crashed"] for r in status if r["ours"])
+    peers_bad = [r for r in status if not r["ours"] and r["counts"]["fail"] + r["counts"]["crashed"]]
+    out: dict[str, Any] = {"gpu": gpu, "gpu_why": gpu_why, "claim": (claim_lo, claim_hi), "claim_gpu": claim_gpu,
+                           "status": status, "statuses": COUNTED, "ours_bad": ours_bad,
+                           "peers_bad": peers_bad, "impls": [], "trends": []}
+    if gpu is None:
+        not_run = sum(r["counts"]["not-run"] for r in status)
+        ran = [(r["name"], n) for r in status if (n := r["counts"]["pass"] + r["counts"]["fail"]
+                                                  + r["counts"]["crashed"])]
+        return {**out, "kind": "no-gpu", "not_run": not_run, "ran": ran}
+    if "benchmark" not in run.files:
+        return {**out, "kind": "no-benchmark"}
+    points = speedup_points(run.cases("benchmark"))
+    sweep = _main_sweep(points)
+    out["impls"] = [_impl_verdict(impl, points, claim_lo) for impl in PEER_NAMES]
+    out["trends"] = [t for impl in PEER_NAMES if (t := _trend(impl, sweep, claim_lo))]
+    return {**out, "kind": "gpu"}
+
+
+# -- environment -----------------------------------------------------------------------------------------------
+
+SUMMARY_FIELDS = ("gpu_name", "driver", "cuda_runtime", "torch", "triton", "cuda_tile", "tilegym", "mamba_ssm",
+                  "git_commit", "container_image")
+
+
+def environment(run: Run) -> dict[str, Any]:
     envs = run.environment()
     keys = sorted({k for e in envs.values() for k in e if k != "null_reasons"})
     rows = []
     for key in keys:
         values = {s: e.get(key) for s, e in envs.items() if key in e}
-        distinct = {json.dumps(v, sort_keys=True) for v in values.values()}
-
-        def show(suite: str, key: str = key, values: dict[str, Any] = values) -> str:
-            value = values[suite]
-            return fmt(value, reason=(envs[suite].get("null_reasons") or {}).get(key) if value is None else None)
-
-        if len(distinct) == 1:
-            cell = show(next(iter(values)))
-        else:
-            cell = "<br>".join(f"{esc(s)}: {show(s)}" for s in values)
-        rows.append([f"<code>{esc(key)}</code>", cell])
-    files = [[f'<a href="raw/{s}.json">{esc(s)}.json</a>', esc(f.get("suite_version")), esc(f.get("created")),
-              fmt(f.get("finished")), f"#{len(run.cases(s))}",
-              esc(" ".join(f"{k}={v}" for k, v in sorted((f.get("summary") or {}).items())))]
+        shown = {s: fmt(v, reason=(envs[s].get("null_reasons") or {}).get(key) if v is None else None)
+                 for s, v in values.items()}
+        same = len({json.dumps(v, sort_keys=True) for v in values.values()}) == 1
+        rows.append({"key": key, "same": same, "value": next(iter(shown.values())), "per_suite": shown})
+    summary = [r for k in SUMMARY_FIELDS for r in rows if r["key"] == k]
+    files = [{"suite": s, "version": f.get("suite_version"), "created": f.get("created"),
+              "finished": f.get("finished"), "cases": len(run.cases(s)),
+              "summary": " ".join(f"{k}={v}" for k, v in sorted((f.get("summary") or {}).items()))}
              for s, f in run.files.items()]
-    return (table(["results file", "suite version", "created", "finished", "#cases", "summary"], files)
-            + "<p class=\"muted\">Environment and provenance as each results file recorded it; a value the suite "
-              "could not read is shown as a dash with its reason; where files differ each is shown.</p>"
-            + table(["field", "value"], rows))
+    return {"rows": rows, "summary": summary, "files": files}
 
 
-def chart(run: Run) -> str:
+# -- the speedup charts ----------------------------------------------------------------------------------------
+
+
+def charts(run: Run) -> dict[str, Any]:
     if "benchmark" not in run.files:
-        return "<p>No chart: the benchmark did not run.</p>"
+        return {"charts": [], "why": "the benchmark did not run"}
     points = speedup_points(run.cases("benchmark"))
+    sweep = _main_sweep(points)
     published, source = published_ratios(run)
-    pub: dict[int, list[tuple[int, float]]] = {}
-    for (seqlen, dstate), ratio in published.items():
-        pub.setdefault(dstate, []).append((seqlen, ratio))
-    common = {}
-    for key in points:
-        common[key[:1] + key[2:5] + key[6:]] = common.get(key[:1] + key[2:5] + key[6:], 0) + 1
-    sweep = max(sorted(common, key=str), key=lambda k: common[k]) if common else None
-    svgs = []
-    for impl in PEERS:
+    claim_lo, claim_hi, claim_gpu = _claim(run)
+    out = []
+    for impl, base in COMPARISONS:
         series: dict[int, list[tuple[int, float]]] = {}
-        for key, point in points.items():
-            ratio = speedup(point, impl)[0]
-            if ratio is not None and key[:1] + key[2:5] + key[6:] == sweep and isinstance(key[1], int):
-                series.setdefault(int(key[5]), []).append((key[1], ratio))  # type: ignore[arg-type]
-        svgs.append(speedup_chart(f"{PEER_NAMES[impl]} over Triton", series, pub))
-    names = ("batch", "nheads", "headdim", "ngroups", "chunk_size", "dtype")
-    fixed = "" if sweep is None else ", ".join(f"{k} {v}" for k, v in zip(names, sweep, strict=True))
-    return (f'<div class="charts">{"".join(svgs)}</div><p class="muted">Kernel-time speedup over Triton per '
-            f"(seqlen, dstate) at {esc(fixed) or 'no shape'}; a failed or missing case leaves a gap. Dotted: "
-            f"{esc(source) if published else 'no published ratios (' + esc(source) + ')'}.</p>")
+        for (dstate, seqlen), point in sweep.items():
+            ratio = speedup(point, impl, base)[0]
+            if ratio is not None:
+                series.setdefault(dstate, []).append((seqlen, ratio))
+        against_triton = base == "triton"
+        pub: dict[int, list[tuple[int, float]]] = {}
+        if against_triton and impl == "tilegym":  # the post's per-point ratios are its cuTile code's
+            for (seqlen, dstate), ratio in published.items():
+                pub.setdefault(dstate, []).append((seqlen, ratio))
+        title = f"{impl_name(impl)} over {impl_name(base)}"
+        out.append(speedup_chart(title, series, y_title="ratio of kernel times",
+                                 band=(claim_lo, claim_hi) if against_triton else None, published=pub).svg())
+    if not any(speedup(p, i, b)[0] for p in sweep.values() for i, b in COMPARISONS):
+        return {"charts": [], "why": "no point has a passing pair to compare"}
+    dstates = sorted({d for d, _ in sweep})
+    return {"charts": out, "why": "", "legend": [(dstate_color(d, dstates), f"dstate {d}") for d in dstates],
+            "claim": (claim_lo, claim_hi), "claim_gpu": claim_gpu, "sweep": _sweep_text(points),
+            "published": source if published else ""}
 
 
-def _timing(stats: object) -> tuple[str, str, str]:
+# -- kernel and wall times -------------------------------------------------------------------------------------
+
+
+def _timing(stats: object) -> dict[str, Any]:
     if not isinstance(stats, dict):
-        return dash(), dash(), dash()
+        return {"median": None, "stats": None, "noisy": False, "rel": None, "reps": None}
     rel = num(stats.get("rel_std"))
-    flag = ' <span class="flag" title="noisy">noisy</span>' if rel is not None and rel > REL_STD_FLAG else ""
-    return fmt(stats.get("median"), "us"), interval(stats), fmt(stats.get("rel_std"), ".1%") + flag
+    return {"median": stats.get("median"), "stats": stats, "noisy": rel is not None and rel > REL_STD_FLAG,
+            "rel": stats.get("rel_std"), "reps": stats.get("reps")}
 
 
-def _tuning_note(run: Run) -> str:
-    tuning = run.files["benchmark"].get("tilegym_tuning")
-    if isinstance(tuning, dict):  # since the tuning store; earlier runs wrote one sentence
-        tuning = f"{tuning.get('mode')}: {tuning.get('what')}"
-    return f" TileGym's tuning in this run: {esc(tuning)}." if tuning else ""
+def _notes(run: Run) -> list[str]:
+    bench = run.files["benchmark"]
+    notes = []
+    phase = bench.get("compile_phase")
+    if isinstance(phase, dict):
+        failed = phase.get("failed") or {}
+        notes.append(f"Compile phase: {phase.get('first_calls')} of {phase.get('of')} first calls in "
+                     f"{phase.get('jobs')} processes, {num(phase.get('wall_s')) or 0:.0f} s"
+                     f"{f', {len(failed)} failed there' if failed else ''}; {phase.get('what')}.")
+    else:
+        notes.append("Compile time is the first call of the timed process (compilation and autotune).")
+    triton = bench.get("triton_tuning")
+    if isinstance(triton, dict):
+        notes.append(f"Triton's autotune in this run: {triton.get('mode')}: {triton.get('what')}.")
+    tilegym = bench.get("tilegym_tuning")
+    if isinstance(tilegym, dict):  # since the tuning store; earlier runs wrote one sentence
+        tilegym = f"{tilegym.get('mode')}: {tilegym.get('what')}"
+    if tilegym:
+        notes.append(f"TileGym's tuning in this run: {tilegym}.")
+    return notes
 
 
-def _compile_note(run: Run) -> str:
-    phase = run.files["benchmark"].get("compile_phase")
-    if not isinstance(phase, dict):
-        return " Compile time is the first call of the timed process (compilation and autotune)."
-    failed = phase.get("failed") or {}
-    return (f" Compile phase: {fmt(phase.get('first_calls'))} of {fmt(phase.get('of'))} first calls in "
-            f"{fmt(phase.get('jobs'))} processes, {fmt(phase.get('wall_s'), '.0f')} s"
-            f"{f', {len(failed)} failed there' if failed else ''}; {esc(phase.get('what'))}.")
+def _config_notes(run: Run) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """Once per run: where TileGym's configs came from and the length Triton tuned at (errata applied);
+    and per case id the note's marker."""
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    marks: dict[str, str] = {}
+    for c in sorted(run.cases("benchmark"), key=shape_order):
+        key = None
+        if "triton_tuned_at" in c:
+            value, erratum = corrected(run.errata, "benchmark", c, "triton_tuned_at")
+            text = f"Triton tuned at {value} tokens" if isinstance(value, int) else "Triton's tuning not recorded"
+            if erratum:
+                text += f" (erratum {erratum.number}; the records say {c.get('triton_tuned_at')})"
+            key = ("triton", text)
+        elif isinstance(c.get("tilegym_tuning"), list) and c["tilegym_tuning"]:
+            sources = sorted({str(d.get("source")) for d in c["tilegym_tuning"] if isinstance(d, dict)})
+            key = ("tilegym", "TileGym config: " + "; ".join(sources))
+        if key is None:
+            continue
+        group = groups.setdefault(key, {"mark": "", "text": key[1], "cases": 0, "dstates": set()})
+        group["cases"] += 1
+        group["dstates"].add((c.get("shape") or {}).get("dstate"))
+        marks[str(c["id"])] = key[1]
+    notes = []
+    for i, group in enumerate(groups.values()):
+        group["mark"] = chr(ord("a") + i) if i < 26 else str(i)
+        group["dstates"] = ", ".join(str(d) for d in sorted(group["dstates"], key=str))
+        notes.append(group)
+    by_text = {g["text"]: g["mark"] for g in notes}
+    return notes, {cid: by_text[text] for cid, text in marks.items()}
 
 
-def _triton_note(run: Run) -> str:
-    tuning = run.files["benchmark"].get("triton_tuning")
-    if not isinstance(tuning, dict):  # runs before the choice was offered tuned on the first length met
-        return ""
-    return f" Triton's autotune in this run: {esc(tuning.get('mode'))}: {esc(tuning.get('what'))}."
-
-
-def _config_source(case: dict) -> str:
-    """Where TileGym's config (or the length Triton tuned at) for this case came from."""
-    if isinstance(case.get("triton_tuned_at"), int):
-        return f'<br><span class="why">Triton tuned at {case["triton_tuned_at"]} tokens</span>'
-    decisions = case.get("tilegym_tuning")
-    if not isinstance(decisions, list) or not decisions:
-        return ""
-    sources = sorted({str(d.get("source")) for d in decisions if isinstance(d, dict)})
-    return f'<br><span class="why">TileGym config: {esc("; ".join(sources))}</span>'
-
-
-def times(run: Run) -> str:
+def times(run: Run) -> dict[str, Any]:
     if "benchmark" not in run.files:
-        return "<p>The benchmark did not run.</p>"
+        return {"ran": False}
+    cases = run.cases("benchmark")
+    if not any(kernel_median(c) for c in cases):
+        reasons = Counter(f"{c.get('status')}: {c.get('reason') or 'no reason given'}" for c in cases)
+        return {"ran": True, "timed": False, "n": len(cases), "reasons": sorted(reasons.items(), key=lambda kv: -kv[1])}
+    points = speedup_points(cases)
+    sweep = _main_sweep(points)
+    impls = sorted({str(c["impl"]) for c in cases if not c.get("variant")}, key=impl_order)
+    comparisons = [(i, b) for i, b in COMPARISONS if i in impls and b in impls]
     rows = []
-    for c in sorted(run.cases("benchmark"), key=shape_order):
-        if c.get("status") == "fail":
-            timing = [f'<td colspan="7" class="flag">correctness gate failed, no timing shown: {esc(c.get("reason"))}'
-                      "</td>"]
-        else:
-            k, w = _timing(c.get("kernel_us")), _timing(c.get("wall_us"))
-            reps = (c.get("kernel_us") or {}).get("reps") if isinstance(c.get("kernel_us"), dict) else None
-            timing = ["#" + k[0], "#" + k[1], "#" + k[2], "#" + fmt(reps), "#" + w[0], "#" + w[1],
-                      "#" + fmt(c.get("compile_s"), reason=_why(c, "compile_s"))]
-        variant = f'<br><span class="why">variant {esc(c["variant"])}</span>' if c.get("variant") else ""
-        rows.append([f"<code>{esc(c['id'])}</code>{variant}{_config_source(c)}", esc(c["impl"]),
-                     shape_cell(c.get("shape")), esc(c.get("dtype") or ""), status_badge(c.get("status")),
-                     *timing])
-    return (f'<p class="muted">Microseconds. Kernel time: CUPTI, summed over the kernels of one call, L2 flushed '
-            f"before each rep; wall time: CUDA events around the call. Median and p10\u2013p90; rel_std above "
-            f"{REL_STD_FLAG:.0%} is flagged noisy.{_compile_note(run)}{_triton_note(run)}{_tuning_note(run)}</p>"
-            + table(["case", "impl", "shape", "dtype", "status", "#kernel median", "#kernel p10\u2013p90",
-                     "#rel_std", "#reps", "#wall median", "#wall p10\u2013p90", "#compile s"], rows))
+    for key, point in sorted(points.items(), key=lambda kv: (kv[0][5] if isinstance(kv[0][5], int) else 0,
+                                                             order(kv[0]))):
+        in_sweep = isinstance(key[1], int) and isinstance(key[5], int) and (key[5], key[1]) in sweep
+        label = (f"n{key[5]} L{seqlen_label(key[1])}" if in_sweep
+                 else shape_text(dict(zip(HEADLINE, key[:-1], strict=True))) + f" {key[-1]}")
+        cells = []
+        for impl in impls:
+            c = point.get(impl)
+            cells.append({"case": c, "status": (c or {}).get("status"), **_timing((c or {}).get("kernel_us"))})
+        ratios = [speedup(point, i, b)[0] for i, b in comparisons]
+        rows.append({"label": label, "headline": _is_headline(key), "cells": cells, "ratios": ratios})
+    notes, marks = _config_notes(run)
+    detail = []
+    for c in sorted(cases, key=shape_order):
+        k, w = _timing(c.get("kernel_us")), _timing(c.get("wall_us"))
+        detail.append({"case": c, "kernel": k, "wall": w, "mark": marks.get(str(c["id"]), ""),
+                       "compile_why": _why(c, "compile_s")})
+    small = []
+    for dstate in sorted({d for d, _ in sweep}):
+        series = {impl: [(s, kernel_median(p[impl])) for (d, s), p in sweep.items()
+                         if d == dstate and impl in p and p[impl].get("status") == "pass"
+                         and kernel_median(p[impl]) is not None] for impl in impls}
+        small.append(time_chart(f"dstate {dstate}", {i: v for i, v in series.items() if v},  # type: ignore[misc]
+                                IMPL_NAMES).svg())
+    return {"ran": True, "timed": True, "notes": _notes(run), "config_notes": notes, "impls": impls,
+            "comparisons": comparisons, "rows": rows, "detail": detail, "charts": small,
+            "impl_legend": [(IMPL_COLORS.get(i, "#1b1f24"), impl_name(i)) for i in impls],
+            "sweep": _sweep_text(points), "rel_std_flag": REL_STD_FLAG}
 
 
-def floor(run: Run) -> str:
+# -- fraction of the floor -------------------------------------------------------------------------------------
+
+
+def floor(run: Run) -> dict[str, Any]:
+    points = speedup_points(run.cases("benchmark"))
+    if not any(kernel_median(c) for p in points.values() for c in p.values()):
+        return {"impls": [], "rows": []}
+    impls = sorted({i for p in points.values() for i in p}, key=impl_order)
     rows = []
-    for c in sorted(run.cases("benchmark"), key=shape_order):
-        fl, med = num(c.get("floor_us")), kernel_median(c)
-        if c.get("status") == "fail":
-            frac = '<span class="flag">gate failed</span>'
-        elif fl is not None and med is not None and math.isfinite(fl):
-            share = fl / med
-            frac = f'<span class="bar" style="width:{min(share, 1.0) * 120:.0f}px"></span> {share:.1%}'
-        else:
-            frac = dash(_why(c, "floor_us"))
-        rows.append([f"<code>{esc(c['id'])}</code>", esc(c["impl"]), shape_cell(c.get("shape")),
-                     "#" + fmt(c.get("floor_us"), "us", reason=_why(c, "floor_us")),
-                     "#" + (fmt(med, "us") if c.get("status") != "fail" else dash()), frac])
-    if not rows:
-        return "<p>No benchmark cases: nothing to compare with the floor.</p>"
-    return ('<p class="muted">floor_us: the analytic lower bound (compulsory bytes at the measured copy bandwidth, '
-            "FLOPs at the measured matmul rate); fraction = floor / kernel median (100% would be at the floor).</p>"
-            + table(["case", "impl", "shape", "#floor us", "#kernel median us", "fraction of the floor"], rows))
+    for key, point in sorted(points.items(), key=lambda kv: (kv[0][5] if isinstance(kv[0][5], int) else 0,
+                                                             order(kv[0]))):
+        floor_us = next((num(c.get("floor_us")) for c in point.values() if num(c.get("floor_us")) is not None), None)
+        cells = []
+        for impl in impls:
+            c = point.get(impl) or {}
+            med, fl = kernel_median(c), num(c.get("floor_us"))
+            share = fl / med if med and fl is not None and math.isfinite(fl) and c.get("status") == "pass" else None
+            cells.append({"share": share, "status": c.get("status"), "why": _why(c, "floor_us")})
+        label = (f"n{key[5]} L{seqlen_label(key[1])}" if isinstance(key[1], int)
+                 else shape_text(dict(zip(HEADLINE, key[:-1], strict=True))))
+        rows.append({"label": label, "floor_us": floor_us, "cells": cells})
+    return {"impls": impls, "rows": rows}
 
 
-def _tolerance_note(c: Case, notes: dict[str, int]) -> str:
+# -- correctness, stability, checks: grouped case lists --------------------------------------------------------
+
+
+@dataclass
+class CaseGroups:
+    failed: list[Case] = field(default_factory=list)
+    passed: list[dict[str, Any]] = field(default_factory=list)  # {"impl", "name", "cases"}
+    skipped: Counter = field(default_factory=Counter)  # status -> n
+    tolerances: list[tuple[int, str]] = field(default_factory=list)
+    refs: dict[str, list[int]] = field(default_factory=dict)  # case id -> tolerance notes
+
+
+def _plain(value: object) -> str:
+    x = num(value)
+    return "\u2014" if value is None else f"{x:.1e}" if x is not None else str(value)
+
+
+def _tolerance_refs(c: Case, notes: dict[str, int]) -> list[int]:
     tol = c.get("tolerance")
-    if not isinstance(tol, dict) or not tol:
-        return dash(_why(c, "tolerance"))
+    if not isinstance(tol, dict):
+        return []
     refs = []
     for qty in sorted(tol):
         row = tol[qty] if isinstance(tol[qty], dict) else {}
-        text = (f"{qty}: rel_l2 \u2264 {fmt(row.get('rel_l2'), '.1e')}, max_abs/peak \u2264 "
-                f"{fmt(row.get('max_abs'), '.1e')}. {esc(row.get('reason') or 'no reason given')}")
+        text = (f"{qty}: rel_l2 \u2264 {_plain(row.get('rel_l2'))}, max_abs/peak \u2264 "
+                f"{_plain(row.get('max_abs'))}. {row.get('reason') or 'no reason given'}")
         refs.append(notes.setdefault(text, len(notes) + 1))
-    return " ".join(f"[{n}]" for n in refs)
+    return refs
 
 
-def _error_table(cases: list[Case]) -> str:
+def group_cases(cases: list[Case]) -> CaseGroups:
+    groups = CaseGroups()
     notes: dict[str, int] = {}
-    rows = []
-    for c in _cases_sorted(cases):
-        rows.append([f"<code>{esc(c['id'])}</code>", esc(c["impl"]), esc(c.get("dtype") or ""),
-                     esc(c.get("regime") or ""), shape_cell(c.get("shape")), status_badge(c.get("status")),
-                     *("#" + fmt(c.get(f), ".2e", reason=_why(c, f)) for f in
-                       ("y_rel_l2", "y_max_abs", "state_rel_l2", "state_max_abs")),
-                     "#" + fmt(c.get("nonfinite"), reason=_why(c, "nonfinite")),
-                     _tolerance_note(c, notes), esc(c.get("reason") or "")])
-    legend = "".join(f"<li>[{n}] {text}</li>" for text, n in notes.items())
-    return (table(["case", "impl", "dtype", "regime", "shape", "status", "#y rel_l2", "#y max_abs", "#state rel_l2",
-                   "#state max_abs", "#nonfinite", "tolerance", "reason"], rows)
-            + (f'<p class="muted">Tolerances (max_abs is bounded relative to the output\'s peak magnitude):</p>'
-               f'<ol class="why" style="list-style:none;padding-left:0">{legend}</ol>' if legend else ""))
+    passed: dict[str, list[Case]] = {}
+    for c in sorted(cases, key=lambda c: (impl_order(str(c["impl"])), str(c.get("id")))):
+        status = str(c.get("status"))
+        if status in ("not-run", "unsupported"):
+            groups.skipped[status] += 1
+            continue
+        groups.refs[str(c["id"])] = _tolerance_refs(c, notes)
+        if status == "pass":
+            passed.setdefault(str(c["impl"]), []).append(c)
+        else:
+            groups.failed.append(c)
+    groups.failed.sort(key=lambda c: (STATUS_ORDER.index(str(c.get("status"))) if c.get("status") in STATUS_ORDER
+                                      else -1, impl_order(str(c["impl"])), str(c["id"])))
+    groups.passed = [{"impl": i, "name": impl_name(i), "cases": cs} for i, cs in passed.items()]
+    groups.tolerances = [(n, text) for text, n in notes.items()]
+    return groups
 
 
-def stability(run: Run) -> str:
-    if "stability" not in run.files:
-        return "<p>The stability suite did not run.</p>"
-    cases = run.cases("stability")
+def _grid(cases: list[Case]) -> dict[str, Any]:
     regimes = sorted({str(c.get("regime")) for c in cases})
-    impls = sorted({str(c["impl"]) for c in cases})
-    head = "".join(f"<th>{esc(i)}</th>" for i in impls)
+    impls = sorted({str(c["impl"]) for c in cases}, key=impl_order)
     rows = []
     for regime in regimes:
-        cells = [f"<th>{esc(regime)}</th>"]
+        cells = []
         for impl in impls:
             group = [c for c in cases if str(c.get("regime")) == regime and str(c["impl"]) == impl]
             if not group:
-                cells.append('<td class="muted">no case</td>')
+                cells.append(None)
                 continue
             worst = min((str(c.get("status")) for c in group),
                         key=lambda s: STATUS_ORDER.index(s) if s in STATUS_ORDER else -1)
             errs = [x for c in group if (x := num(c.get("y_rel_l2"))) is not None]
             bad = sum(int(n) for c in group if (n := num(c.get("nonfinite"))) is not None and math.isfinite(n))
-            worst_err = max(errs, key=lambda x: (math.isnan(x), x)) if errs else None
-            cells.append(f'<td style="background:{GRID_COLOURS.get(worst, "#fbefff")}">{status_badge(worst)}'
-                         f"<br>y rel_l2 {fmt(worst_err, '.1e')} / nonfinite {bad}"
-                         f"<br><span class=\"why\">{len(group)} case{'s' * (len(group) != 1)}</span></td>")
-        rows.append(f"<tr>{''.join(cells)}</tr>")
-    grid = f'<table class="grid"><thead><tr><th>regime</th>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
-    return (f'<p class="muted">Each cell: the worst status of its cases, the largest y rel_l2 and the total count '
-            f"of non-finite outputs. Every case follows.</p>{grid}{_error_table(cases)}")
+            cells.append({"worst": worst, "n": len(group), "nonfinite": bad,
+                          "err": max(errs, key=lambda x: (math.isnan(x), x)) if errs else None})
+        rows.append({"regime": regime, "cells": cells})
+    return {"impls": [(i, impl_name(i)) for i in impls], "rows": rows}
 
 
-def correctness(run: Run) -> str:
+def stability(run: Run) -> dict[str, Any]:
+    if "stability" not in run.files:
+        return {"ran": False}
+    cases = run.cases("stability")
+    return {"ran": True, "grid": _grid(cases), "groups": group_cases(cases)}
+
+
+def correctness(run: Run) -> dict[str, Any]:
     if "correctness" not in run.files:
-        return "<p>The correctness suite did not run.</p>"
-    return _error_table(run.cases("correctness"))
+        return {"ran": False}
+    return {"ran": True, "groups": group_cases(run.cases("correctness"))}
 
 
-def checks(run: Run) -> str:
-    rows = []
-    for suite in ("compile", "reference"):
-        for c in _cases_sorted(run.cases(suite)):
-            rows.append([esc(suite), f"<code>{esc(c['id'])}</code>", esc(c["impl"]), status_badge(c.get("status")),
-                         "#" + fmt(c.get("compile_s"), reason=_why(c, "compile_s")),
-                         "#" + fmt(c.get("y_rel_l2"), ".2e", reason=_why(c, "y_rel_l2")), esc(c.get("reason") or "")])
-    if not rows:
-        return "<p>Neither the compile check nor the reference suite ran.</p>"
-    return table(["suite", "case", "impl", "status", "#compile s", "#y rel_l2", "reason"], rows)
+def checks(run: Run) -> dict[str, Any]:
+    suites = [s for s in ("compile", "reference") if s in run.files]
+    cases = [dict(c, suite=s) for s in suites for c in run.cases(s)]
+    counts = {s: Counter(str(c.get("status")) for c in run.cases(s)) for s in suites}
+    return {"suites": suites, "counts": counts, "groups": group_cases(cases)}
 
 
-def not_run(run: Run) -> str:
-    missing = "".join(f"<li>suite <b>{esc(s)}</b>: did not run (no raw/{esc(s)}.json in this run)</li>"
-                      for s in run.missing)
-    rows = [[esc(s), f"<code>{esc(c['id'])}</code>", esc(c["impl"]), status_badge(c.get("status")),
-             esc(c.get("reason") or "no reason given")]
-            for s in run.files for c in _cases_sorted(run.cases(s)) if c.get("status") in ("not-run", "unsupported")]
-    return ((f"<ul>{missing}</ul>" if missing else "<p>Every suite ran.</p>")
-            + (table(["suite", "case", "impl", "status", "reason"], rows) if rows
-               else "<p>No case was recorded as not-run or unsupported.</p>"))
+# -- what did not run ------------------------------------------------------------------------------------------
 
 
-def ablation(run: Run) -> str:
+def not_run(run: Run) -> dict[str, Any]:
+    groups: dict[tuple[str, str, str, str], list[str]] = {}
+    total = 0
+    for suite in run.files:
+        for c in run.cases(suite):
+            total += 1
+            if c.get("status") in ("not-run", "unsupported"):
+                key = (suite, str(c["impl"]), str(c["status"]), str(c.get("reason") or "no reason given"))
+                groups.setdefault(key, []).append(str(c["id"]))
+    rows = [{"suite": s, "impl": i, "name": impl_name(i), "status": st, "reason": r, "ids": sorted(ids)}
+            for (s, i, st, r), ids in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
+    return {"missing": run.missing, "rows": rows, "skipped": sum(len(r["ids"]) for r in rows), "total": total}
+
+
+# -- ablation --------------------------------------------------------------------------------------------------
+
+
+def ablation(run: Run) -> dict[str, Any]:
     variants = [(s, c) for s in run.files for c in run.cases(s) if c.get("variant")]
-    if not variants:
-        return "<p>No optimization ablation in this run (no case has a variant field).</p>"
     points = speedup_points(run.cases("benchmark"))
     rows = []
     for suite, c in sorted(variants, key=lambda sc: (shape_order(sc[1]), sc[0])):
         key = tuple((c.get("shape") or {}).get(k) for k in HEADLINE) + (c.get("dtype"),)
         base = points.get(key, {}).get("triton")
         ratio, why = speedup({"triton": base, "v": c} if base else {}, "v")
-        k = _timing(c.get("kernel_us")) if c.get("status") != "fail" else (dash(), dash(), dash())
-        rows.append([f"<code>{esc(c['id'])}</code>", esc(suite), esc(c["impl"]), esc(c["variant"]),
-                     shape_cell(c.get("shape")), status_badge(c.get("status")), "#" + k[0], "#" + k[1],
-                     "#" + (_x(ratio) if ratio is not None else dash(why)), esc(c.get("reason") or "")])
-    return table(["case", "suite", "impl", "variant", "shape", "status", "#kernel median us", "#p10\u2013p90",
-                  "#over Triton", "reason"], rows)
+        rows.append({"suite": suite, "case": c, "kernel": _timing(c.get("kernel_us") if c.get("status") != "fail"
+                                                                  else None), "ratio": ratio, "why": why})
+    return {"rows": rows}
 
 
-SECTIONS: tuple[tuple[str, str, Callable[[Run], str]], ...] = (
+SECTIONS: tuple[tuple[str, str, Callable[[Run], dict[str, Any]]], ...] = (
     ("verdict", "Verdict", verdict),
     ("environment", "Environment and provenance", environment),
-    ("speedup", "Speedup over Triton", chart),
+    ("speedup", "Speedup", charts),
     ("times", "Kernel and wall times", times),
     ("floor", "Fraction of the floor", floor),
     ("stability", "Stability matrix", stability),
@@ -398,3 +528,4 @@ SECTIONS: tuple[tuple[str, str, Callable[[Run], str]], ...] = (
     ("not-run", "What did not run, and why", not_run),
     ("ablation", "Optimization ablation", ablation),
 )
+

@@ -1,9 +1,11 @@
 """The HTML report (reports/): structure, escaping, self-containment, determinism, no-overwrite, refusal of
-unknown schemas, the index and the comparison, and a clean load in headless Chromium.
+unknown schemas, errata, the charts, the index and the comparison, and in headless Chromium: a clean load,
+no sideways scroll at 1400 px and the verdict on the first screen, for a GPU run and a CPU-only run.
 
 The results rendered here are SYNTHETIC: built by this file in tmp_path, on a GPU named
-"synthetic-test-gpu", with values chosen to exercise every branch (they are not measurements). Every
-real run committed under reports/published/ is rendered too.
+"synthetic-test-gpu" (or on no GPU, for the CPU-only run), with values chosen to exercise every branch
+(they are not measurements). Every real run committed under reports/published/ is rendered too. Tests
+write only under tmp_path; the committed screenshots come from `python -m reports.screenshots`.
 """
 
 from __future__ import annotations
@@ -13,13 +15,13 @@ import html
 import json
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from reports import compare, render
+from reports.chromium import open_page
 from reports.markup import ReportError
 from reports.runs import load_run
 from reports.sections import SECTIONS
@@ -27,8 +29,7 @@ from validation.browser import REQUIRE_ENV, find_browser
 from validation.provenance import ROOT
 from validation.results import write_json_atomic
 
-ARTIFACTS = ROOT / "artifacts"
-SCREENSHOT = ARTIFACTS / "report-synthetic.png"
+WIDTH, FIRST_SCREEN = 1400, 1000  # a reviewer's window; the verdict must be within its first screen
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 SWEEP = {"batch": 4, "nheads": 8, "headdim": 64, "ngroups": 1, "chunk_size": 128}
 TOL = {"y": {"rel_l2": 1e-2, "max_abs": 2e-2, "reason": "synthetic tolerance row <chosen by the test>"},
@@ -68,7 +69,9 @@ def _bench_cases(scale: float = 1.0) -> list[dict[str, object]]:
     tuned = next(c for c in cases if c["id"] == "bench-tilegym-L1024-n64")
     tuned["tilegym_tuning"] = [{"kernel": k, "source": "shipped choice (tuned.json, tuned <synthetic>)"}
                                for k in ("chunk_cumsum_kernel", "compute_out_kernel")]
-    next(c for c in cases if c["id"] == "bench-triton-L1024-n64")["triton_tuned_at"] = 16384
+    for c in cases:
+        if c["impl"] == "triton":
+            c["triton_tuned_at"] = 16384
     return cases
 
 
@@ -110,6 +113,39 @@ def _suites(gpu: str = "synthetic-test-gpu", scale: float = 1.0) -> dict[str, di
     return out
 
 
+NO_GPU = "no CUDA device (synthetic: torch.cuda.is_available() is False)"
+
+
+def _cpu_suites() -> dict[str, dict[str, object]]:
+    """What `nox -s validate` writes on a machine without a GPU: every GPU case not-run with the reason, the
+    references and the compile check passing, the Triton interpreter on tiny shapes."""
+    suites = _suites()
+    for payload in suites.values():
+        env = payload["environment"]
+        env.update(gpu_name=None, null_reasons={**env["null_reasons"], "gpu_name": NO_GPU})
+    bench = suites["benchmark"]
+    bench["cases"] = [{"id": c["id"], "impl": c["impl"], "shape": c["shape"], "dtype": "bf16", "status": "not-run",
+                       "reason": f"not run: {NO_GPU}"} for c in _bench_cases() if not c.get("variant")]
+    del bench["published_ratios"]
+    for suite in ("correctness", "stability"):
+        cases = []
+        for i in range(40):  # many GPU cases with one reason: they must fold into one line
+            for impl in ("cutile", "triton", "tilegym"):
+                cases.append({"id": f"{impl}-bf16-l{64 + i}-typical-s0", "impl": impl, "status": "not-run",
+                              "dtype": "bf16", "regime": "typical", "reason": f"{impl} needs a CUDA device"})
+        cases.append({"id": f"reference-chunked-{suite}-l65", "impl": "reference-chunked", "status": "pass",
+                      "dtype": "fp64", "regime": "typical", "y_rel_l2": 1e-15, "nonfinite": 0, "tolerance": TOL})
+        suites[suite]["cases"] = cases
+    return suites
+
+
+ERRATUM = {"schema_version": 1, "errata": [{
+    "date": "2026-12-01", "title": "Triton tuned at 1024 tokens <synthetic>",
+    "text": "The records say 16384; dstate 64 ran the 1024-token choice <synthetic>.",
+    "corrections": [{"suite": "benchmark", "impl": "triton", "dstate": [64], "field": "triton_tuned_at",
+                     "recorded": 16384, "value": 1024}]}]}
+
+
 def _write_run(directory: Path, suites: dict[str, dict[str, object]]) -> Path:
     for suite, payload in suites.items():
         write_json_atomic(directory / "raw" / f"{suite}.json", payload)
@@ -119,6 +155,11 @@ def _write_run(directory: Path, suites: dict[str, dict[str, object]]) -> Path:
 @pytest.fixture
 def run_dir(tmp_path: Path) -> Path:
     return _write_run(tmp_path / "runs" / "20261130T090000Z", _suites())
+
+
+@pytest.fixture
+def cpu_run_dir(tmp_path: Path) -> Path:
+    return _write_run(tmp_path / "runs" / "20261130T100000Z", _cpu_suites())
 
 
 def _render(run_dir: Path, out: Path) -> str:
@@ -164,24 +205,94 @@ def test_not_run_lists_missing_suites_and_cases(run_dir: Path, tmp_path: Path) -
 
 def test_failed_gate_shows_failure_not_speedup(run_dir: Path, tmp_path: Path) -> None:
     page = _render(run_dir, tmp_path / "out")
-    verdict = _section(page, "verdict")
-    row = next(r for r in verdict.split("<tr>") if "L16384 h8 p64 g1 n128" in r)
-    cells = re.findall(r"<td[^>]*>(.*?)</td>", row)
-    assert cells[1] == "1.25x", f"ours at the headline point should be 1/0.8 = 1.25x; row: {cells}"
-    assert cells[2] == "\u2014" and "tilegym fail" in cells[4], f"a failed gate must show no speedup: {cells}"
     times = _section(page, "times")
+    row = next(r for r in times.split("<tr>") if "n128 L16K" in r)
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
+    # ours, TileGym, Triton, then ours/Triton, TileGym/Triton, ours/TileGym
+    assert cells[4] == "1.25x", f"ours at the headline point should be 1/0.8 = 1.25x; row: {cells}"
+    assert "s-fail" in cells[2] and cells[5] == cells[6] == "\u2014", f"a failed gate must show no speedup: {cells}"
     assert "correctness gate failed" in times, "the failed benchmark case does not show its failure"
-    assert "B300 (synthetic)" in verdict, "the published ratios' source is not shown beside the measured ones"
+    assert "B300 (synthetic)" in _section(page, "speedup"), "the published ratios' source is not shown"
 
 
-def test_tilegym_config_source_is_shown(run_dir: Path, tmp_path: Path) -> None:
+def test_verdict_answers_per_implementation(run_dir: Path, tmp_path: Path) -> None:
+    verdict = _section(_render(run_dir, tmp_path / "out"), "verdict")
+    assert "Does the post's claim" in verdict and "synthetic-test-gpu?" in verdict
+    answers = verdict.split("<div class=\"row\">")[0]  # the answer table, before the trend and count tables
+    rows = {name: r for r in answers.split("<tr>") for name in ("ours (cuTile)", "TileGym (cuTile)") if name in r}
+    assert "reproduces" in rows["ours (cuTile)"] and "1.25x" in rows["ours (cuTile)"], rows["ours (cuTile)"]
+    tilegym = rows["TileGym (cuTile)"]
+    assert "in part" in tilegym and "1 point(s) failed the correctness gate" in tilegym, tilegym
+    assert "by seqlen" in verdict and "<th class=\"n\">1K</th>" in verdict, "the trend is not a table"
+    assert "Trend:" not in verdict, "the trend is prose again"
+    triton = next(r for r in verdict.split("<tr>") if "Triton (mamba_ssm)" in r)
+    assert "stability</a>&nbsp;1" in triton, f"the count table does not say whose the failure is: {triton}"
+    assert "The failures are the peers'" in verdict
+
+
+def test_cpu_only_run_says_the_gpu_suites_did_not_run(cpu_run_dir: Path, tmp_path: Path) -> None:
+    page = _render(cpu_run_dir, tmp_path / "out")
+    verdict = _section(page, "verdict")
+    assert "No GPU on this machine, so the GPU suites did not run" in verdict and html.escape(NO_GPU) in verdict
+    assert "Does the post" not in verdict and "no passing pair" not in verdict, "a CPU run got a verdict question"
+    assert "missing: none" not in page
+    not_run = _section(page, "not-run")
+    assert not_run.count("cutile needs a CUDA device") == 2, "identical not-run rows are not folded by reason"
+    assert "Every suite ran" not in not_run
+    assert "Nothing was timed" in _section(page, "times")
+
+
+def test_tilegym_config_source_is_said_once(run_dir: Path, tmp_path: Path) -> None:
     times = _section(_render(run_dir, tmp_path / "out"), "times")
-    assert "TileGym's tuning in this run: cached: stored choices &lt;synthetic&gt;." in times
-    row = next(r for r in times.split("<tr>") if "bench-tilegym-L1024-n64" in r)
-    assert "TileGym config: shipped choice (tuned.json, tuned &lt;synthetic&gt;)" in row
-    assert "Triton's autotune in this run: headline: tuned at &lt;synthetic&gt;." in times
-    row = next(r for r in times.split("<tr>") if "bench-triton-L1024-n64" in r)
-    assert "Triton tuned at 16384 tokens" in row
+    assert "TileGym&#39;s tuning in this run: cached: stored choices &lt;synthetic&gt;." in times
+    note = "TileGym config: shipped choice (tuned.json, tuned &lt;synthetic&gt;)"
+    assert times.count(note) == 1, f"the TileGym config note appears {times.count(note)} times"
+    assert "Triton&#39;s autotune in this run: headline: tuned at &lt;synthetic&gt;." in times
+    assert times.count("Triton tuned at 16384 tokens") == 1
+
+
+def test_erratum_corrects_the_label_on_the_page_and_the_index(tmp_path: Path) -> None:
+    directory = _write_run(tmp_path / "reports" / "published" / "0.1.0+20261130T090000Z-0123456", _suites())
+    (directory / "errata.json").write_text(json.dumps(ERRATUM))
+    assert render.main([str(directory)]) == 0
+    page = (directory / "index.html").read_text()
+    head = page.split('<section id="verdict">')[0]
+    assert "Erratum 1 (2026-12-01): Triton tuned at 1024 tokens &lt;synthetic&gt;." in head
+    times = _section(page, "times")
+    assert "Triton tuned at 1024 tokens (erratum 1; the records say 16384)" in times
+    assert "Triton tuned at 16384 tokens: 3 case(s), dstate 128<" in times, "the corrected label is still shown"
+    index = (tmp_path / "reports" / "index.html").read_text()
+    assert "Triton tuned at 1024 tokens &lt;synthetic&gt;" in index and "#erratum-1" in index
+    out = tmp_path / "copy"
+    render.render_run(directory, out)
+    assert (out / "errata.json").read_bytes() == (directory / "errata.json").read_bytes()
+
+
+def test_erratum_that_does_not_match_the_data_is_refused(run_dir: Path, tmp_path: Path) -> None:
+    wrong = copy.deepcopy(ERRATUM)
+    wrong["errata"][0]["corrections"][0]["recorded"] = 4096
+    (run_dir / "errata.json").write_text(json.dumps(wrong))
+    with pytest.raises(ReportError, match=r"errata\.json: correction .* do not record triton_tuned_at=4096"):
+        load_run(run_dir)
+
+
+def test_chart_fits_the_data_and_shows_the_claim(run_dir: Path, tmp_path: Path) -> None:
+    speedup = _section(_render(run_dir, tmp_path / "out"), "speedup")
+    svgs = re.findall(r"<svg.*?</svg>", speedup, re.S)
+    assert len(svgs) == 3, "expected one chart per comparison: ours/Triton, TileGym/Triton, ours/TileGym"
+    first = svgs[0]
+    ticks = [float(t) for t in re.findall(r'text-anchor="end"[^>]*>([0-9.]+)</text>', first)]
+    assert min(ticks) > 0.5 and max(ticks) < 2.5, f"the y axis is not fitted to ratios of 1.18-1.25: {ticks}"
+    assert 'font-weight="700">1</text>' in first, "1.0 is not marked"
+    assert 'fill-opacity="0.10"' in first and "1.14x&ndash;1.82x" in speedup, "the claimed range is not a band"
+    assert "time_chart" not in speedup and "log-log" in _section(_render(run_dir, tmp_path / "o2"), "times")
+
+
+def test_no_published_column_without_published_points(tmp_path: Path) -> None:
+    suites = _suites()
+    suites["benchmark"]["published_ratios"]["points"] = []
+    page = _render(_write_run(tmp_path / "run", suites), tmp_path / "out")
+    assert "published" not in _section(page, "times").lower() and "dotted" not in _section(page, "speedup").lower()
 
 
 def test_compile_phase_is_summed_up(run_dir: Path, tmp_path: Path) -> None:
@@ -192,7 +303,7 @@ def test_compile_phase_is_summed_up(run_dir: Path, tmp_path: Path) -> None:
 def test_nulls_show_their_reason(run_dir: Path, tmp_path: Path) -> None:
     page = _render(run_dir, tmp_path / "out")
     assert "nvidia-smi not found on PATH (synthetic)" in _section(page, "environment")
-    assert "the oracle&#x27;s state is non-finite" in _section(page, "correctness")
+    assert "the oracle&#39;s state is non-finite" in _section(page, "correctness")
 
 
 def test_stability_grid_and_ablation(run_dir: Path, tmp_path: Path) -> None:
@@ -302,20 +413,24 @@ def test_every_published_run_renders(tmp_path: Path) -> None:
             assert html.escape(str(case["id"])) in page, f"{directory.parent}: {suite} case {case['id']} missing"
 
 
-def _console_messages(page: Path, screenshot: Path, profile: Path) -> list[str]:
-    """Load ``page`` in headless Chromium, save a screenshot, return the console messages it logged."""
+def _chromium() -> str:
+    """The browser, or skip with the reason (fail under SSD_REQUIRE_BROWSER=1, as CI sets)."""
     chromium, why = find_browser()
     if chromium is None:
         if os.environ.get(REQUIRE_ENV) == "1":
             pytest.fail(f"{REQUIRE_ENV}=1 and {why}", pytrace=False)
         pytest.skip(f"browser check not run: {why}")
-    screenshot.parent.mkdir(parents=True, exist_ok=True)
-    screenshot.unlink(missing_ok=True)
+    return chromium
+
+
+def _console_messages(page: Path, screenshot: Path, profile: Path) -> list[str]:
+    """Load ``page`` in headless Chromium, save a screenshot, return the console messages it logged."""
+    chromium = _chromium()
     done = subprocess.run(
         [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0", f"--screenshot={screenshot}",
-         "--window-size=1280,4000", page.resolve().as_uri()],
+         f"--window-size={WIDTH},{FIRST_SCREEN}", page.resolve().as_uri()],
         capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, f"chromium exited {done.returncode}: {done.stderr[-2000:]}"
     assert screenshot.is_file(), f"chromium wrote no screenshot: {done.stderr[-2000:]}"
@@ -334,9 +449,44 @@ def test_chromium_console_check_can_fail(tmp_path: Path) -> None:
 @pytest.mark.browser
 def test_report_loads_cleanly_in_chromium(run_dir: Path, tmp_path: Path) -> None:
     """The page has no script, so any console message (a CSP violation, a blocked load) is a fault."""
-    out = ARTIFACTS / "report-synthetic"
-    shutil.rmtree(out, ignore_errors=True)
+    out = tmp_path / "report"
     render.render_run(run_dir, out)
-    messages = _console_messages(out / "index.html", SCREENSHOT, tmp_path / "profile")
+    messages = _console_messages(out / "index.html", tmp_path / "report.png", tmp_path / "profile")
     assert not messages, "the report logged console messages:\n" + "\n".join(messages)
     assert json.loads((out / "raw" / "benchmark.json").read_text())["suite"] == "benchmark"
+
+
+@pytest.mark.browser
+def test_layout_check_can_fail(tmp_path: Path) -> None:
+    """The measurement sees a table wider than the column and a verdict below the first screen."""
+    page = tmp_path / "wide.html"
+    page.write_text('<!DOCTYPE html><body style="max-width:1240px;margin:0 auto;padding:0 24px">'
+                    '<div style="height:1500px"></div><section id="verdict">v</section>'
+                    '<table><tr><td style="white-space:nowrap">' + "x" * 400 + "</td></tr></table></body>")
+    with open_page(_chromium(), page, profile=tmp_path / "profile", width=WIDTH, height=FIRST_SCREEN) as view:
+        layout = view.layout()
+    assert layout.scrolls_sideways and layout.wide, f"a 400-character line did not overflow: {layout}"
+    assert layout.verdict and layout.verdict["top"] > FIRST_SCREEN
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("kind", ["gpu", "cpu-only"])
+def test_page_fits_1400px_with_the_verdict_first(kind: str, tmp_path: Path) -> None:
+    """At 1400 px: no sideways scroll (as loaded and with every <details> open), no table or chart past the
+    column, the verdict within the first 1000 px, and on a GPU run the speedup chart on that screen too."""
+    suites = _suites() if kind == "gpu" else _cpu_suites()
+    out = tmp_path / "report"
+    render.render_run(_write_run(tmp_path / "runs" / "20261130T090000Z", suites), out)
+    with open_page(_chromium(), out / "index.html", profile=tmp_path / "profile", width=WIDTH,
+                   height=FIRST_SCREEN) as view:
+        loaded = view.layout()
+        view.open_all_details()
+        opened = view.layout()
+        console = view.console
+    for state, layout in (("as loaded", loaded), ("with every <details> open", opened)):
+        assert not layout.scrolls_sideways, f"{kind} page {state}: {layout.scroll_width} px wide at {WIDTH} px"
+        assert not layout.wide, f"{kind} page {state}: wider than the column: {layout.wide}"
+    assert loaded.verdict and loaded.verdict["bottom"] <= FIRST_SCREEN, f"verdict not on the first screen: {loaded}"
+    if kind == "gpu":
+        assert loaded.chart and loaded.chart["top"] < FIRST_SCREEN, f"no chart on the first screen: {loaded}"
+    assert not console, f"the page logged: {console}"
