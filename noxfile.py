@@ -50,14 +50,15 @@ def _pin(name: str) -> str:
     raise RuntimeError(f"constraints.txt has no pin for {name}")
 
 
-def _install(session: nox.Session, *groups: str) -> None:
-    """Install the base dependencies and ``groups`` from the pins; nothing under --no-venv.
+def _install(session: nox.Session, *groups: str, base: bool = True) -> None:
+    """Install the base dependencies (unless ``base`` is false) and ``groups`` from the pins; nothing under
+    --no-venv.
 
     mamba-ssm comes with the test group (it is the Triton baseline), tilegym with the gpu group, both
     without their dependencies, as in the image."""
     if session.venv_backend == "none":
         return
-    packages = [p for p in [*BASE, *(p for g in groups for p in GROUPS[g])] if p not in NO_DEPS]
+    packages = [p for p in [*(BASE if base else ()), *(p for g in groups for p in GROUPS[g])] if p not in NO_DEPS]
     pins = ("-c", str(CONSTRAINTS), "-c", str(LOCK))
     session.install(*pins, *packages)
     if "gpu" in groups:
@@ -168,10 +169,11 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=None)
 def report(session: nox.Session) -> None:
-    """Render a run's results into reports/<version>/index.html and regenerate reports/index.html (stdlib only).
+    """Render a run's results into reports/<version>/index.html and regenerate reports/index.html (jinja2 only).
 
     `-- RUN_DIR [--out DIR] [--overwrite]` (default: the newest run); `-- compare A B [--overwrite]` compares two.
     """
+    _install(session, "report", base=False)
     compare = session.posargs[:1] == ["compare"]
     args = session.posargs[1:] if compare else session.posargs
     session.run(_python(session), "-m", "reports.compare" if compare else "reports.render", *args)
