@@ -251,6 +251,8 @@ def lock(session: nox.Session) -> None:
         source = Path(tmp) / "image.in"
         source.write_text("\n".join(wanted) + "\n")
         out = Path(tmp) / "requirements.lock"
+        if LOCK.is_file():  # uv keeps the versions of an existing output where the pins allow: no churn
+            shutil.copyfile(LOCK, out)
         session.run("uv", "pip", "compile", "--quiet", "--universal", "--python-version", "3.11", "--no-header",
                     "--no-annotate", "-c", str(CONSTRAINTS), str(source), "-o", str(out))
         header = ("# Every package the image installs, transitive ones included: made by `nox -s lock` (uv pip\n"
