@@ -73,7 +73,7 @@ def _python(session: nox.Session) -> str:
     return sys.executable if session.venv_backend == "none" else "python"
 
 
-def _pytest(session: nox.Session, *, marker: str, paths: tuple[str, ...] = ("validation",),
+def _pytest(session: nox.Session, *, marker: str | None, paths: tuple[str, ...] = ("validation",),
             env: dict[str, str] | None = None) -> None:
     """pytest over ``paths`` (or the session's posargs) with the tests selected by ``marker``; the results
     files of the suites it runs go to one new run directory (``env`` may name another), printed as they are
@@ -81,7 +81,7 @@ def _pytest(session: nox.Session, *, marker: str, paths: tuple[str, ...] = ("val
     args = session.posargs or list(paths)
     env = {"PYTHONHASHSEED": "0", "SSD_RUN_DIR": str(_run_dir(session)), **(env or {})}
     session.run(_python(session), "-m", "pytest", "--strict-markers", "--strict-config", "-p", "no:cacheprovider",
-                "-m", marker, *args, env=env)
+                *(("-m", marker) if marker else ()), *args, env=env)
 
 
 def _browser(session: nox.Session) -> dict[str, str]:
@@ -126,7 +126,7 @@ def tests(session: nox.Session) -> None:
     # What the suites write on the way is a by-product of testing them: it goes to a temporary directory, not
     # among the runs under reports/ that `nox -s report` renders.
     scratch = tempfile.mkdtemp(prefix="ssd-tests-")
-    _pytest(session, marker="not gpu", env={**_browser(session), "SSD_RUN_DIR": scratch})
+    _pytest(session, marker=None, env={**_browser(session), "SSD_RUN_DIR": scratch})
 
 
 @nox.session(python=None)
@@ -193,7 +193,7 @@ def validate(session: nox.Session) -> None:
     env = {"SSD_RUN_DIR": str(run_dir), "PYTHONHASHSEED": "0"}
     py = _python(session)
     pytest = (py, "-m", "pytest", "--strict-markers", "--strict-config", "-p", "no:cacheprovider")
-    cpu_tests = "not gpu and not matrix and not compile and not browser and not container"
+    cpu_tests = "not matrix and not compile and not browser and not container"
     if _has_gpu(session):
         # The interpreter exists so that a CPU can run the Triton baseline; on a GPU it runs compiled, judged
         # by the GPU suites (and the interpreter depends on the pinned triton, which a prepared GPU box may lack).

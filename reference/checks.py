@@ -17,7 +17,10 @@ from typing import NamedTuple
 
 import torch
 
-__all__ = ["SSDDims", "check_inputs", "FLOAT_DTYPES", "dtype_name"]
+__all__ = ["CHUNK_SIZE", "SSDDims", "check_inputs", "FLOAT_DTYPES", "dtype_name"]
+
+# The one signature's default chunk: the post's, and what our kernels and TileGym are tuned for.
+CHUNK_SIZE = 128
 
 # The dtypes x, B and C may have in a GPU kernel. The references also take float64.
 FLOAT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)

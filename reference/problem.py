@@ -6,9 +6,12 @@ from dataclasses import asdict, dataclass, fields
 
 import torch
 
-__all__ = ["DTYPES", "ProblemSpec", "SSDInputs"]
+__all__ = ["DTYPES", "REGIMES", "ProblemSpec", "SSDInputs"]
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "fp64": torch.float64}
+# Input regimes by name: filled by reference/regimes.py as it is imported (reference/__init__ imports it), so
+# that this module, which regimes build on, imports nothing of theirs.
+REGIMES: dict = {}
 
 
 @dataclass(frozen=True)
@@ -64,8 +67,6 @@ class ProblemSpec:
             raise ValueError(f"ProblemSpec.ngroups={self.ngroups} must divide nheads={self.nheads}")
         if self.dtype not in DTYPES:
             raise ValueError(f"ProblemSpec.dtype must be one of {sorted(DTYPES)}; got {self.dtype!r}")
-        from reference.regimes import REGIMES  # regimes import this module
-
         if self.regime not in REGIMES:
             raise ValueError(f"ProblemSpec.regime must be one of {sorted(REGIMES)}; got {self.regime!r}")
 
@@ -106,8 +107,6 @@ class ProblemSpec:
 
     def make_inputs(self, device: torch.device | str = "cpu") -> SSDInputs:
         """Build the inputs on ``device`` with a generator seeded from ``seed`` (never the global RNG)."""
-        from reference.regimes import REGIMES
-
         device = torch.device(device)
         gen = torch.Generator(device=device)
         gen.manual_seed(self.seed)

@@ -14,15 +14,15 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from reference.problem import ProblemSpec, SSDInputs
+from reference.problem import REGIMES, ProblemSpec, SSDInputs
 
 __all__ = ["REGIMES", "Regime"]
 
 Regime = Callable[[ProblemSpec, torch.Generator, torch.device], SSDInputs]
-REGIMES: dict[str, Regime] = {}
 
 
 def _regime(fn: Regime) -> Regime:
+    """Register ``fn`` in problem.REGIMES, the registry ProblemSpec checks its ``regime`` against."""
     REGIMES[fn.__name__] = fn
     return fn
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from reference.checks import FLOAT_DTYPES, check_inputs
+from reference.checks import CHUNK_SIZE, FLOAT_DTYPES, check_inputs
 
 __all__ = ["ssd_chunked"]
 
@@ -31,7 +31,7 @@ def ssd_chunked(
     C: torch.Tensor,
     D: torch.Tensor | None = None,
     initial_state: torch.Tensor | None = None,
-    chunk_size: int = 64,
+    chunk_size: int = CHUNK_SIZE,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The SSD forward chunk by chunk, in float64, on the inputs' device.
 

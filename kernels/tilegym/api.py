@@ -23,12 +23,10 @@ from collections.abc import Iterator
 
 import torch
 
-from reference.checks import check_inputs, dtype_name
+from reference.checks import CHUNK_SIZE, check_inputs, dtype_name
 
-__all__ = ["TILEGYM_PIN", "current_problem", "marked_problem", "problem_key", "problem_of", "ssd_fwd_tilegym",
+__all__ = ["current_problem", "marked_problem", "problem_key", "problem_of", "ssd_fwd_tilegym",
            "tilegym_version"]
-
-TILEGYM_PIN = "1.5.1"
 
 _problem: contextvars.ContextVar[str | None] = contextvars.ContextVar("tilegym_problem", default=None)
 
@@ -67,7 +65,7 @@ def tilegym_version() -> str:
     try:
         return importlib.metadata.version("tilegym")
     except importlib.metadata.PackageNotFoundError:
-        raise ImportError(f"tilegym is not installed; pip install --no-deps tilegym=={TILEGYM_PIN}") from None
+        raise ImportError("tilegym is not installed; pip install -c constraints.txt --no-deps tilegym") from None
 
 
 def ssd_fwd_tilegym(
@@ -78,7 +76,7 @@ def ssd_fwd_tilegym(
     C: torch.Tensor,
     D: torch.Tensor | None = None,
     initial_state: torch.Tensor | None = None,
-    chunk_size: int = 128,
+    chunk_size: int = CHUNK_SIZE,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """TileGym's cuTile forward. Returns y (x's dtype) and final_state (fp32)."""
     batch, seqlen, nheads, headdim, _, dstate = check_inputs(

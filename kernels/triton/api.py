@@ -23,13 +23,13 @@ from collections.abc import Callable
 
 import torch
 
-from reference.checks import check_inputs
+from reference.checks import CHUNK_SIZE, check_inputs
 
-__all__ = ["MAMBA_SSM_PIN", "autotune_choices", "forget_autotune_choices", "mamba_ssm_version", "ssd_fwd_triton"]
+__all__ = ["autotune_choices", "forget_autotune_choices", "mamba_ssm_version", "ssd_fwd_triton"]
 
-MAMBA_SSM_PIN = "2.3.2.post1"
-_INSTALL = (f"MAMBA_SKIP_CUDA_BUILD=TRUE MAMBA_FORCE_BUILD=TRUE "
-            f"pip install --no-deps --no-build-isolation mamba-ssm=={MAMBA_SSM_PIN}")
+# The version is constraints.txt's (the one pin file); this adapter only says how to install it.
+_INSTALL = ("MAMBA_SKIP_CUDA_BUILD=TRUE MAMBA_FORCE_BUILD=TRUE "
+            "pip install -c constraints.txt --no-deps --no-build-isolation mamba-ssm")
 
 
 def mamba_ssm_version() -> str:
@@ -50,7 +50,7 @@ def _mamba_chunk_scan_combined() -> tuple[Callable[..., tuple[torch.Tensor, torc
     if "mamba_ssm" not in sys.modules:
         spec = importlib.util.find_spec("mamba_ssm")  # locates the package; executes nothing
         if spec is None or spec.submodule_search_locations is None:
-            raise ImportError(f"ssd_fwd_triton needs mamba_ssm {MAMBA_SSM_PIN}; install it with: {_INSTALL}")
+            raise ImportError(f"ssd_fwd_triton needs mamba_ssm; install it with: {_INSTALL}")
         package = types.ModuleType("mamba_ssm", "mamba_ssm without its __init__ (Triton ops only)")
         package.__path__ = list(spec.submodule_search_locations)
         package.__spec__ = spec
@@ -102,7 +102,7 @@ def ssd_fwd_triton(
     C: torch.Tensor,
     D: torch.Tensor | None = None,
     initial_state: torch.Tensor | None = None,
-    chunk_size: int = 256,
+    chunk_size: int = CHUNK_SIZE,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The SSD forward by mamba_ssm's Triton kernels (five launches: chunk cumsum, chunk state, state
     passing, C·Bᵀ per chunk, chunk scan).
