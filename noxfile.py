@@ -162,9 +162,10 @@ def benchmark(session: nox.Session) -> None:
 
 @nox.session(python=None)
 def lint(session: nox.Session) -> None:
-    """ruff over the whole tree."""
-    _install(session, "lint")
+    """ruff over the whole tree, and the layers' import contracts (import-linter, pyproject.toml)."""
+    _install(session, "lint", base=False)
     session.run("ruff", "check", ".")
+    session.run("lint-imports")
 
 
 @nox.session(python=None)
