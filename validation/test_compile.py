@@ -97,8 +97,8 @@ def _cuobjdump() -> str:
                 "install cuda-toolkit[cuobjdump] from the compile group", pytrace=False)
 
 
-@pytest.mark.parametrize("kernel_name", ["_state_pass_kernel", "_chunk_out_kernel"],
-                         ids=["state_pass", "chunk_out"])
+@pytest.mark.parametrize("kernel_name", ["_state_pass_kernel", "_segment_state_kernel", "_chunk_out_kernel"],
+                         ids=["state_pass", "segment_state", "chunk_out"])
 def test_bf16_matmuls_lower_to_hgmma_on_sm90(kernel_name, cubins) -> None:
     import torch
 
@@ -106,23 +106,29 @@ def test_bf16_matmuls_lower_to_hgmma_on_sm90(kernel_name, cubins) -> None:
 
     # HGMMA's M is 64 rows per warpgroup: a headdim of 32 (state_pass's M) runs on mma.sync (HMMA),
     # so the claim is made for the classes with headdim >= 64, the post's headline among them.
-    classes = [s for s in CLASSES_BY_ARCH["sm_90"] if s.dtype == torch.bfloat16 and s.dims.headdim >= 64]
-    assert classes, "no bf16 class with headdim >= 64 to check"
+    # The default picks the serial or the segmented state pass by shape: check the classes that launch it.
+    classes = [s for s in CLASSES_BY_ARCH["sm_90"] if s.dtype == torch.bfloat16 and s.dims.headdim >= 64
+               and ("sm_90", s.name, kernel_name) in cubins]
+    assert classes, f"no bf16 class with headdim >= 64 launches {kernel_name}"
     for spec in classes:
         path = cubins[("sm_90", spec.name, kernel_name)].result()
         sass = subprocess.run([_cuobjdump(), "-sass", str(path)], check=True, capture_output=True, text=True).stdout
         assert "HGMMA" in sass, f"{kernel_name} ({spec.name}) has no HGMMA in its sm_90 SASS"
 
 
-@pytest.mark.parametrize("stage", ["chunk_cumsum", "state_pass", "chunk_out"])
+@pytest.mark.parametrize("stage", ["chunk_cumsum", "state_pass", "segment_state", "segment_scan", "segment_apply",
+                                   "chunk_out"])
 def test_launch_args_match_kernel_parameters(stage) -> None:
     _require_cuda_tile()
     from kernels.cutile.api import plan_forward
     from kernels.cutile.export import SPEC_CLASSES, meta_inputs
 
-    for spec in SPEC_CLASSES:
-        launches, _, _ = plan_forward(*meta_inputs(spec), chunk_size=spec.chunk_size, arch="sm_90")
-        [launch] = [la for la in launches if la.kernel._pyfunc.__name__ == f"_{stage}_kernel"]
+    # The default picks the serial or the segmented state pass by shape: each stage is in some class.
+    found = [(spec, la) for spec in SPEC_CLASSES
+             for la in plan_forward(*meta_inputs(spec), chunk_size=spec.chunk_size, arch="sm_90")[0]
+             if la.kernel._pyfunc.__name__ == f"_{stage}_kernel"]
+    assert found, f"no specialization class launches {stage}"
+    for spec, launch in found:
         params = inspect.signature(launch.kernel._pyfunc).parameters
         assert len(launch.args) == len(params), (
             f"{stage} passes {len(launch.args)} arguments for {len(params)} kernel parameters ({spec.name})")

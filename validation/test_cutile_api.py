@@ -7,6 +7,8 @@ import pytest
 import torch
 
 from kernels.cutile import api as cutile_api
+from kernels.cutile.export import SpecClass, meta_inputs
+from kernels.cutile.tuning import VARIANTS
 from reference.checks import SSDDims
 from reference.problem import ProblemSpec
 
@@ -68,9 +70,56 @@ def test_supported_sizes_pass_the_kernel_limits(headdim, dstate) -> None:
 
 
 def test_plan_on_meta_tensors_allocates_outputs_of_the_documented_shapes() -> None:
-    x, dt, A, B, C, D, h0 = (t.to("meta") if t is not None else None for t in _inputs(seqlen=70, dtype="bf16"))
+    x, dt, A, B, C, D, h0 = (t.to("meta") if t is not None else None for t in _inputs(seqlen=700, dtype="bf16"))
     launches, y, final_state = cutile_api.plan_forward(x, dt, A, B, C, D, h0, chunk_size=64, arch="sm_90")
     assert [la.kernel._pyfunc.__name__ for la in launches] == [
-        "_chunk_cumsum_kernel", "_state_pass_kernel", "_chunk_out_kernel"]
+        "_chunk_cumsum_kernel", "_segment_state_kernel", "_segment_scan_kernel", "_segment_apply_kernel",
+        "_chunk_out_kernel"]
     assert (y.shape, y.dtype) == (x.shape, x.dtype)
     assert (final_state.shape, final_state.dtype) == ((1, 2, 32, 16), torch.float32)
+
+
+@pytest.mark.parametrize("variant,seqlen", [("serial-state", 700), ("default", 70)], ids=["variant", "short"])
+def test_serial_state_pass_plans_the_three_kernels_of_the_post(variant, seqlen) -> None:
+    # The variant always; the default for sequences of at most 8 chunks at dstate 16 (and at dstate 128-256).
+    x, dt, A, B, C, D, h0 = (t.to("meta") if t is not None else None for t in _inputs(seqlen=seqlen, dtype="bf16"))
+    launches, _, _ = cutile_api.plan_forward(x, dt, A, B, C, D, h0, chunk_size=64, arch="sm_90",
+                                             variant=VARIANTS[variant])
+    assert [la.kernel._pyfunc.__name__ for la in launches] == [
+        "_chunk_cumsum_kernel", "_state_pass_kernel", "_chunk_out_kernel"]
+
+
+def _wide(launch) -> set[str]:
+    from kernels.cutile.export import _wide_params
+
+    return set(_wide_params(launch.kernel))
+
+
+@pytest.mark.parametrize("variant", ["default", "serial-state"])
+def test_int64_indexing_only_on_the_arrays_past_2_31(variant) -> None:
+    # 256K tokens x dstate 512 (the sweep's largest point): only the chunk-state buffer reaches 2**31
+    # elements (4 * 8 * 2048 * 64 * 512); x, B, C, y stay below and keep int32 offsets.
+    x, dt, A, B, C, D, h0 = meta_inputs(SpecClass(SSDDims(4, 2**18, 8, 64, 1, 512), torch.bfloat16, 128, True, False))
+    launches, _, _ = cutile_api.plan_forward(x, dt, A, B, C, D, h0, chunk_size=128, arch="sm_90",
+                                             variant=VARIANTS[variant])
+    wide = {la.kernel._pyfunc.__name__: _wide(la) for la in launches}
+    state_kernel = "_segment_state_kernel" if variant == "default" else "_state_pass_kernel"
+    assert wide[state_kernel] == {"states"}
+    if variant == "default":
+        assert wide["_segment_apply_kernel"] == {"states"}
+        assert wide["_segment_scan_kernel"] == set()
+    assert wide["_chunk_out_kernel"] == {"states"}
+    assert wide["_chunk_cumsum_kernel"] == set()
+
+
+def test_int64_all_variant_widens_every_array_of_a_kernel_that_needs_it() -> None:
+    x, dt, A, B, C, D, h0 = meta_inputs(SpecClass(SSDDims(4, 2**18, 8, 64, 1, 512), torch.bfloat16, 128, True, False))
+    launches, _, _ = cutile_api.plan_forward(x, dt, A, B, C, D, h0, chunk_size=128, arch="sm_90",
+                                             variant=VARIANTS["int64-all"])
+    [out] = [la for la in launches if la.kernel._pyfunc.__name__ == "_chunk_out_kernel"]
+    assert {"x", "B", "C", "states", "y"} <= _wide(out)
+
+
+def test_unknown_variant_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match=r"unknown variant 'fast'"):
+        cutile_api.ssd_fwd_cutile_variant("fast")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 import types
 import typing
@@ -39,20 +40,45 @@ def needs_int64(*tensors: torch.Tensor) -> bool:
     return False
 
 
-@functools.cache
-def kernel_variant(pyfunc: types.FunctionType, *, int64: bool, occupancy: int | None) -> ct.kernel:
-    """The compiled-kernel object for one kernel function, index width and occupancy hint.
+def wide_params(pyfunc: types.FunctionType, args: tuple, *, everywhere: bool = False) -> frozenset[str]:
+    """The names of ``pyfunc``'s array parameters that need int64 indexing for these launch ``args``.
 
-    For int64 the function is re-made with every ``ct.Array`` parameter annotated
-    ``ct.IndexedWithInt64`` (same code, same name): offsets then stay exact past 2**31 elements,
-    at some cost in address arithmetic, so it is chosen per launch only when needed.
+    Only the arrays whose own span passes the int32 range: a 256K-token state buffer of 2**31 elements
+    does not make x, B or C pay for 64-bit address arithmetic. ``everywhere`` (an ablation) widens every
+    array parameter as soon as one needs it, the way a single index width for the whole kernel would.
     """
-    if int64:
+    names = list(inspect.signature(pyfunc).parameters)
+    wide = frozenset(name for name, arg in zip(names, args, strict=True)
+                     if isinstance(arg, torch.Tensor) and needs_int64(arg))
+    if everywhere and wide:
+        return frozenset(name for name, arg in zip(names, args, strict=True) if isinstance(arg, torch.Tensor))
+    return wide
+
+
+@functools.cache
+def kernel_variant(pyfunc: types.FunctionType, *, wide: frozenset[str], occupancy: int | None) -> ct.kernel:
+    """The compiled-kernel object for one kernel function, its int64-indexed parameters and occupancy hint.
+
+    Each parameter named in ``wide`` is annotated ``ct.IndexedWithInt64`` on a re-made function (same
+    code, same name): its offsets then stay exact past 2**31 elements, at some cost in address
+    arithmetic, so it is chosen per launch and per array, only where needed.
+    """
+    if wide:
         twin = types.FunctionType(pyfunc.__code__, pyfunc.__globals__, pyfunc.__name__,
                                   pyfunc.__defaults__, pyfunc.__closure__)
         hints = typing.get_type_hints(pyfunc, include_extras=True)
-        twin.__annotations__ = {name: ct.IndexedWithInt64[ann] if ann is ct.Array else ann
+        unknown = wide - {name for name, ann in hints.items() if ann is ct.Array}
+        if unknown:
+            raise ValueError(f"{pyfunc.__name__}: no ct.Array parameter named {sorted(unknown)}")
+        twin.__annotations__ = {name: ct.IndexedWithInt64[ann] if name in wide else ann
                                 for name, ann in hints.items()}
         twin.__doc__, twin.__module__, twin.__qualname__ = pyfunc.__doc__, pyfunc.__module__, pyfunc.__qualname__
         pyfunc = twin
     return ct.kernel(pyfunc, occupancy=occupancy)
+
+
+def plan_launch(pyfunc: types.FunctionType, grid: tuple[int, ...], args: tuple, *, occupancy: int | None,
+                int64_everywhere: bool = False) -> Launch:
+    """A planned launch of ``pyfunc`` with int64 indexing on exactly the array arguments that need it."""
+    wide = wide_params(pyfunc, args, everywhere=int64_everywhere)
+    return Launch(kernel_variant(pyfunc, wide=wide, occupancy=occupancy), grid, args)

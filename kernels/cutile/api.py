@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import cuda.tile as ct
 import torch
 
@@ -9,10 +11,13 @@ from kernels.cutile import tuning
 from kernels.cutile._launch import Launch
 from kernels.cutile.chunk_cumsum import chunk_cumsum
 from kernels.cutile.chunk_out import chunk_out
+from kernels.cutile.segment_state import segment_state
 from kernels.cutile.state_pass import state_pass
+from kernels.cutile.tuning import VARIANTS, Variant
 from reference.checks import SSDDims, check_inputs
 
-__all__ = ["ssd_fwd_cutile", "check_kernel_limits", "plan_forward", "CHUNK_SIZES", "HEADDIMS", "DSTATES"]
+__all__ = ["ssd_fwd_cutile", "ssd_fwd_cutile_variant", "check_kernel_limits", "plan_forward", "CHUNK_SIZES",
+           "HEADDIMS", "DSTATES"]
 
 _WHO = "ssd_fwd_cutile"
 CHUNK_SIZES = (64, 128, 256)
@@ -44,27 +49,67 @@ def _dense(t: torch.Tensor | None) -> torch.Tensor | None:
     return t.contiguous()
 
 
-def plan_forward(x, dt, A, B, C, D, initial_state, *, chunk_size: int,
-                 arch: str) -> tuple[list[Launch], torch.Tensor, torch.Tensor]:
-    """Allocate the buffers and plan the three launches for checked inputs (any device, meta too).
+def plan_forward(x, dt, A, B, C, D, initial_state, *, chunk_size: int, arch: str,
+                 variant: Variant = VARIANTS["default"]) -> tuple[list[Launch], torch.Tensor, torch.Tensor]:
+    """Allocate the buffers and plan the launches for checked inputs (any device, meta too).
 
     Intermediates, all on x's device:
         g, dtT  (batch, nheads, nchunks * chunk_size) fp32: log2-scaled in-chunk cumsum of A*dt, and dt,
                 head-major and token-contiguous, zero dt over a ragged tail;
         states  (batch, nheads, nchunks, headdim, dstate): each chunk's entry state (bf16 for bf16
-                inputs, else fp32; see state_pass.state_dtype).
+                inputs, else fp32; see state_pass.state_dtype), by the segment-parallel state pass
+                (kernels.cutile.segment_state; its fp32 segment states and decays besides) or, as
+                the variant "serial-state", by one program per state tile walking every chunk.
     """
     dims = SSDDims(*x.shape, *B.shape[2:])
+    wide = variant.int64 == "all"
     x, dt, A, B, C, D, initial_state = (_dense(t) for t in (x, dt, A, B, C, D, initial_state))
     cumsum_launch, g, dtT = chunk_cumsum(
-        dt, A, chunk_size=chunk_size, cfg=tuning.chunk_cumsum_config(arch, dims, x.dtype, chunk_size))
-    state_launch, states, final_state = state_pass(
-        x, B, g, dtT, initial_state, chunk_size=chunk_size,
-        cfg=tuning.state_pass_config(arch, dims, x.dtype, chunk_size))
+        dt, A, chunk_size=chunk_size, cfg=tuning.chunk_cumsum_config(arch, dims, x.dtype, chunk_size),
+        int64_everywhere=wide)
+    out_cfg = dataclasses.replace(tuning.chunk_out_config(arch, dims, x.dtype, chunk_size), c_once=variant.c_once)
+    kind = variant.state if variant.state != "auto" else tuning.state_pass_kind(arch, dims, x.dtype, chunk_size)
+    if kind == "serial":
+        state_launch, states, final_state = state_pass(
+            x, B, g, dtT, initial_state, chunk_size=chunk_size,
+            cfg=tuning.state_pass_config(arch, dims, x.dtype, chunk_size), int64_everywhere=wide)
+        state_launches = [state_launch]
+    else:
+        state_launches, states, final_state = segment_state(
+            x, B, g, dtT, initial_state, chunk_size=chunk_size,
+            cfg=tuning.segment_state_config(arch, dims, x.dtype, chunk_size),
+            scan_cfg=tuning.segment_scan_config(arch, dims, x.dtype, chunk_size),
+            apply_cfg=tuning.segment_apply_config(arch, dims, x.dtype, chunk_size), int64_everywhere=wide)
     out_launch, y = chunk_out(
-        x, B, C, g, dtT, states, D, A, chunk_size=chunk_size,
-        cfg=tuning.chunk_out_config(arch, dims, x.dtype, chunk_size))
-    return [cumsum_launch, state_launch, out_launch], y, final_state
+        x, B, C, g, dtT, states, D, A, chunk_size=chunk_size, cfg=out_cfg, int64_everywhere=wide)
+    return [cumsum_launch, *state_launches, out_launch], y, final_state
+
+
+def _forward(x, dt, A, B, C, D, initial_state, chunk_size: int, variant: Variant):
+    dims = check_inputs(x, dt, A, B, C, D, initial_state, chunk_size=chunk_size, who=_WHO,
+                        chunk_sizes=CHUNK_SIZES, require_cuda=True)
+    check_kernel_limits(dims)
+    major, minor = torch.cuda.get_device_capability(x.device)
+    launches, y, final_state = plan_forward(x, dt, A, B, C, D, initial_state, chunk_size=chunk_size,
+                                            arch=f"sm_{major}{minor}", variant=variant)
+    with torch.cuda.device(x.device):
+        stream = torch.cuda.current_stream()
+        for launch in launches:
+            ct.launch(stream, launch.grid, launch.kernel, launch.args)
+    return y, final_state
+
+
+def ssd_fwd_cutile_variant(name: str):
+    """``ssd_fwd_cutile`` with one of ``tuning.VARIANTS`` (an ablation that undoes one optimization)."""
+    if name not in VARIANTS:
+        raise ValueError(f"{_WHO}: unknown variant {name!r}; expected one of {sorted(VARIANTS)}")
+    variant = VARIANTS[name]
+
+    def forward(x, dt, A, B, C, D=None, initial_state=None, chunk_size: int = 128):
+        return _forward(x, dt, A, B, C, D, initial_state, chunk_size, variant)
+
+    forward.__name__ = f"ssd_fwd_cutile[{name}]"
+    return forward
 
 
 def ssd_fwd_cutile(
@@ -82,14 +127,4 @@ def ssd_fwd_cutile(
     Takes mamba_ssm's layout (see reference.checks.check_inputs); headdim in 32/64/128, dstate a
     power of two from 16 to 512, chunk_size 64/128/256, any seqlen >= 1.
     """
-    dims = check_inputs(x, dt, A, B, C, D, initial_state, chunk_size=chunk_size, who=_WHO,
-                        chunk_sizes=CHUNK_SIZES, require_cuda=True)
-    check_kernel_limits(dims)
-    major, minor = torch.cuda.get_device_capability(x.device)
-    launches, y, final_state = plan_forward(x, dt, A, B, C, D, initial_state, chunk_size=chunk_size,
-                                            arch=f"sm_{major}{minor}")
-    with torch.cuda.device(x.device):
-        stream = torch.cuda.current_stream()
-        for launch in launches:
-            ct.launch(stream, launch.grid, launch.kernel, launch.args)
-    return y, final_state
+    return _forward(x, dt, A, B, C, D, initial_state, chunk_size, VARIANTS["default"])

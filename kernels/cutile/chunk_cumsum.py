@@ -14,7 +14,7 @@ import cuda.tile as ct
 import torch
 
 from kernels.alloc import empty
-from kernels.cutile._launch import LOG2E, Launch, kernel_variant, needs_int64
+from kernels.cutile._launch import LOG2E, Launch, plan_launch
 from kernels.cutile.tuning import ChunkCumsumConfig
 
 
@@ -49,12 +49,13 @@ def _chunk_cumsum_args(dt, A, g, dtT, cfg: ChunkCumsumConfig, chunk_size: int) -
 
 
 def chunk_cumsum(dt: torch.Tensor, A: torch.Tensor, *, chunk_size: int,
-                 cfg: ChunkCumsumConfig) -> tuple[Launch, torch.Tensor, torch.Tensor]:
+                 cfg: ChunkCumsumConfig, int64_everywhere: bool = False) -> tuple[Launch, torch.Tensor, torch.Tensor]:
     """Plan stage 1; returns the launch and the (g, dtT) buffers it fills."""
     batch, seqlen, nheads = dt.shape
     nchunks = -(-seqlen // chunk_size)
     g = empty((batch, nheads, nchunks * chunk_size), dtype=torch.float32, device=dt.device)
     dtT = empty(g.shape, dtype=torch.float32, device=dt.device)
-    kernel = kernel_variant(_chunk_cumsum_kernel, int64=needs_int64(dt, g), occupancy=cfg.occupancy)
     grid = (nchunks, -(-nheads // cfg.block_h), batch)
-    return Launch(kernel, grid, _chunk_cumsum_args(dt, A, g, dtT, cfg, chunk_size)), g, dtT
+    launch = plan_launch(_chunk_cumsum_kernel, grid, _chunk_cumsum_args(dt, A, g, dtT, cfg, chunk_size),
+                         occupancy=cfg.occupancy, int64_everywhere=int64_everywhere)
+    return launch, g, dtT

@@ -12,7 +12,7 @@ import cuda.tile as ct
 import torch
 
 from kernels.alloc import empty
-from kernels.cutile._launch import Launch, kernel_variant, needs_int64
+from kernels.cutile._launch import Launch, plan_launch
 from kernels.cutile.tuning import ChunkOutConfig
 
 
@@ -22,7 +22,7 @@ def _chunk_out_kernel(
     C: ct.Array,                 # (batch, seqlen, ngroups, dstate)
     g: ct.Array,                 # (batch, nheads, nchunks * CHUNK) fp32, from chunk_cumsum
     dtT: ct.Array,               # (batch, nheads, nchunks * CHUNK) fp32, from chunk_cumsum
-    states: ct.Array,            # (batch, nheads, nchunks, headdim, dstate), from state_pass
+    states: ct.Array,            # (batch, nheads, nchunks, headdim, dstate): each chunk's entry state
     D: ct.Array,                 # (nheads,) fp32; unread unless HAS_D
     y: ct.Array,                 # out (batch, seqlen, nheads, headdim)
     CHUNK: ct.Constant[int],
@@ -30,6 +30,7 @@ def _chunk_out_kernel(
     BLOCK_P: ct.Constant[int],
     BLOCK_N: ct.Constant[int],
     HAS_D: ct.Constant[bool],
+    C_ONCE: ct.Constant[bool],
     LATENCY: ct.Constant[int],
 ):
     """Grid (cdiv(seqlen, BLOCK_M) * nheads * headdim/BLOCK_P, batch): BLOCK_M rows x BLOCK_P
@@ -52,15 +53,22 @@ def _chunk_out_kernel(
     group = head // (nheads // ngroups)
 
     g_m = ct.load(g, (b, head, row_block), shape=(1, 1, BLOCK_M)).reshape((BLOCK_M, 1))
-    # The carried state first, on its own, so that at most two accumulators (y and a C·Bᵀ block)
-    # are ever live; g_m <= 0, so exp2(g_m) <= 1.
+    # The carried state first, so that at most two accumulators (y and a C·Bᵀ block) are ever live;
+    # g_m <= 0, so exp2(g_m) <= 1. With C_ONCE (one row block per chunk, so no off-diagonal blocks),
+    # the diagonal C·Bᵀ block is built in the same loop, from the same C tile.
     acc = ct.zeros((BLOCK_M, BLOCK_P), dtype=ct.float32)
+    if C_ONCE:
+        cb = ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32)
     for n in range(ntiles):
         Cm = ct.load(C, (b, row_block, group, n), shape=(1, BLOCK_M, 1, BLOCK_N),
                      padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((BLOCK_M, BLOCK_N))
         h = ct.load(states, (b, head, chunk, p_tile, n),
                     shape=(1, 1, 1, BLOCK_P, BLOCK_N)).reshape((BLOCK_P, BLOCK_N))
         acc = ct.mma(Cm.astype(STATE_MMA_DTYPE), h.transpose().astype(STATE_MMA_DTYPE), acc)
+        if C_ONCE:
+            Bm = ct.load(B, (b, row_block, group, n), shape=(1, BLOCK_M, 1, BLOCK_N),
+                         padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((BLOCK_M, BLOCK_N))
+            cb = ct.mma(Cm.astype(MMA_DTYPE), Bm.transpose().astype(MMA_DTYPE), cb)
     acc = acc * ct.exp2(g_m)
 
     # Column blocks before the diagonal block: every pair is causal (i > j), so no mask. Their
@@ -83,13 +91,14 @@ def _chunk_out_kernel(
             acc = ct.mma(weight.astype(MMA_DTYPE), Xk.astype(MMA_DTYPE), acc)
 
     # The diagonal block.
-    cb = ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32)
-    for n in range(ntiles):
-        Cm = ct.load(C, (b, row_block, group, n), shape=(1, BLOCK_M, 1, BLOCK_N),
-                     padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((BLOCK_M, BLOCK_N))
-        Bm = ct.load(B, (b, row_block, group, n), shape=(1, BLOCK_M, 1, BLOCK_N),
-                     padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((BLOCK_M, BLOCK_N))
-        cb = ct.mma(Cm.astype(MMA_DTYPE), Bm.transpose().astype(MMA_DTYPE), cb)
+    if not C_ONCE:
+        cb = ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32)
+        for n in range(ntiles):
+            Cm = ct.load(C, (b, row_block, group, n), shape=(1, BLOCK_M, 1, BLOCK_N),
+                         padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((BLOCK_M, BLOCK_N))
+            Bm = ct.load(B, (b, row_block, group, n), shape=(1, BLOCK_M, 1, BLOCK_N),
+                         padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((BLOCK_M, BLOCK_N))
+            cb = ct.mma(Cm.astype(MMA_DTYPE), Bm.transpose().astype(MMA_DTYPE), cb)
 
     # Causal mask on the decay itself: the future entries (i < j) have positive exponents, clamped
     # to 0 before exp2 and replaced by 0 after, so no Inf is ever formed, let alone multiplied by 0.
@@ -123,13 +132,14 @@ def _chunk_out_args(x, B, C, g, dtT, states, D, y, cfg: ChunkOutConfig, chunk_si
         cfg.block_p,
         cfg.block_n,
         has_D,
+        cfg.c_once and chunk_size == cfg.block_m,
         cfg.latency,
     )
 
 
 def chunk_out(x: torch.Tensor, B: torch.Tensor, C: torch.Tensor, g: torch.Tensor, dtT: torch.Tensor,
               states: torch.Tensor, D: torch.Tensor | None, A: torch.Tensor, *, chunk_size: int,
-              cfg: ChunkOutConfig) -> tuple[Launch, torch.Tensor]:
+              cfg: ChunkOutConfig, int64_everywhere: bool = False) -> tuple[Launch, torch.Tensor]:
     """Plan stage 3; returns the launch and the output y it fills (x's dtype and shape).
 
     ``A`` only stands in for a missing ``D`` (same shape and dtype), which the kernel then never reads.
@@ -138,7 +148,7 @@ def chunk_out(x: torch.Tensor, B: torch.Tensor, C: torch.Tensor, g: torch.Tensor
     y = empty((batch, seqlen, nheads, headdim), dtype=x.dtype, device=x.device)
     has_D = D is not None
     row_blocks = -(-seqlen // cfg.block_m)
-    kernel = kernel_variant(_chunk_out_kernel, int64=needs_int64(x, B, C, g, states, y), occupancy=cfg.occupancy)
     grid = (row_blocks * nheads * (headdim // cfg.block_p), batch)
     args = _chunk_out_args(x, B, C, g, dtT, states, D if has_D else A, y, cfg, chunk_size, has_D)
-    return Launch(kernel, grid, args), y
+    launch = plan_launch(_chunk_out_kernel, grid, args, occupancy=cfg.occupancy, int64_everywhere=int64_everywhere)
+    return launch, y

@@ -7,6 +7,7 @@ argument tuples a launch would pass, so the compile check builds exactly what th
 
 from __future__ import annotations
 
+import inspect
 import types
 import typing
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ import torch
 from cuda.tile.compilation import ArrayConstraint, CallingConvention, KernelSignature
 
 from kernels.cutile.api import plan_forward
+from kernels.cutile.tuning import VARIANTS, Variant
 from reference.checks import SSDDims, dtype_name
 
 _CT_DTYPES = {torch.bfloat16: ct.bfloat16, torch.float16: ct.float16, torch.float32: ct.float32}
@@ -98,24 +100,28 @@ def _constraint(arg: object, index_dtype: ct.DType) -> ArrayConstraint | bool | 
                            stride_constant=unit_last, base_addr_divisible_by=_BASE_ALIGN)
 
 
-def _is_int64(kernel: ct.kernel) -> bool:
-    # kernel_variant annotates every ct.Array parameter of the int64 twin with ct.IndexedWithInt64.
+def _wide_params(kernel: ct.kernel) -> frozenset[str]:
+    # kernel_variant annotates the int64-indexed ct.Array parameters with ct.IndexedWithInt64.
     hints = typing.get_type_hints(kernel._pyfunc, include_extras=True)
-    return any(typing.get_origin(ann) is typing.Annotated and typing.get_args(ann)[0] is ct.Array
-               for ann in hints.values())
+    return frozenset(name for name, ann in hints.items()
+                     if typing.get_origin(ann) is typing.Annotated and typing.get_args(ann)[0] is ct.Array)
 
 
-def launches(arch: str, classes: tuple[SpecClass, ...]) -> Iterator[tuple[SpecClass, ct.kernel, KernelSignature]]:
+def launches(arch: str, classes: tuple[SpecClass, ...],
+             variant: Variant = VARIANTS["default"]) -> Iterator[tuple[SpecClass, ct.kernel, KernelSignature]]:
     """(class, kernel object, signature) for every launch of every class, deduplicated."""
     seen = set()
     for spec in classes:
-        planned, _, _ = plan_forward(*meta_inputs(spec), chunk_size=spec.chunk_size, arch=arch)
+        planned, _, _ = plan_forward(*meta_inputs(spec), chunk_size=spec.chunk_size, arch=arch, variant=variant)
         for launch in planned:
-            index_dtype = ct.int64 if _is_int64(launch.kernel) else ct.int32
-            params = [_constraint(a, index_dtype) for a in launch.args]
             pyfunc: types.FunctionType = launch.kernel._pyfunc
+            wide = _wide_params(launch.kernel)
+            names = list(inspect.signature(pyfunc).parameters)
+            params = [_constraint(a, ct.int64 if name in wide else ct.int32)
+                      for name, a in zip(names, launch.args, strict=True)]
             signature = KernelSignature(params, CallingConvention.cutile_python_v1())
-            signature = signature.with_mangled_symbol(pyfunc.__name__ + ("_i64" if index_dtype is ct.int64 else ""))
+            suffix = "".join(f"_i64{names.index(n)}" for n in sorted(wide, key=names.index))
+            signature = signature.with_mangled_symbol(pyfunc.__name__ + suffix)
             if (launch.kernel, signature.symbol) not in seen:
                 seen.add((launch.kernel, signature.symbol))
                 yield spec, launch.kernel, signature

@@ -13,7 +13,7 @@ import cuda.tile as ct
 import torch
 
 from kernels.alloc import empty
-from kernels.cutile._launch import Launch, kernel_variant, needs_int64
+from kernels.cutile._launch import Launch, plan_launch
 from kernels.cutile.tuning import StatePassConfig
 
 
@@ -104,7 +104,7 @@ def state_dtype(x_dtype: torch.dtype) -> torch.dtype:
 
 def state_pass(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torch.Tensor,
                initial_state: torch.Tensor | None, *, chunk_size: int,
-               cfg: StatePassConfig) -> tuple[Launch, torch.Tensor, torch.Tensor]:
+               cfg: StatePassConfig, int64_everywhere: bool = False) -> tuple[Launch, torch.Tensor, torch.Tensor]:
     """Plan stage 2; returns the launch, the chunk entry states and the final state it fills."""
     batch, seqlen, nheads, headdim = x.shape
     dstate = B.shape[3]
@@ -114,8 +114,7 @@ def state_pass(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torch.Ten
     has_initial_state = initial_state is not None
     # Without an initial state the kernel never reads that parameter; final_state stands in for it.
     h0 = initial_state if has_initial_state else final_state
-    tensors = (x, B, g, h0, states)
-    kernel = kernel_variant(_state_pass_kernel, int64=needs_int64(*tensors), occupancy=cfg.occupancy)
     grid = (nheads * (headdim // cfg.block_p) * (dstate // cfg.block_n), batch)
     args = _state_pass_args(x, B, g, dtT, h0, states, final_state, cfg, chunk_size, has_initial_state)
-    return Launch(kernel, grid, args), states, final_state
+    launch = plan_launch(_state_pass_kernel, grid, args, occupancy=cfg.occupancy, int64_everywhere=int64_everywhere)
+    return launch, states, final_state
