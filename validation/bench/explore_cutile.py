@@ -3,10 +3,11 @@
     python -m validation.bench.explore_cutile OUT.json [--seqlen 16384] [--dstate 128 512]
 
 Varies one stage's configuration at a time around the chooser's (``kernels.cutile.tuning``), at the
-benchmark's shape (batch 4, 8 heads, headdim 64, 1 group, chunk 128, bf16). For each candidate: the
-correctness gate against the float64 chunked reference with the tolerance table, then CUPTI kernel time
-with an L2 flush before every rep, and the time of each kernel of the forward. Data for choosing
-defaults; the benchmark, not this, measures what the suite claims.
+benchmark's shape (batch 4, 8 heads, headdim 64, 1 group, chunk 128, bf16), plus the serial state pass
+(variant ``serial-state``). For each candidate: the correctness gate against
+the float64 chunked reference with the tolerance table, then CUPTI kernel time with an L2 flush before
+every rep, and the time of each kernel of the forward (L2 flushed too). Data for choosing defaults; the
+benchmark, not this, measures what the suite claims.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import argparse
 import dataclasses
 import functools
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 import cuda.tile as ct
@@ -23,49 +23,42 @@ import torch
 
 from kernels.cutile import tuning
 from reference import ProblemSpec, SSDDims, ssd_chunked
-from validation.bench.run import POINT
+from validation.bench.run import POINT, per_kernel_us
 from validation.bench.timing import cupti_kernel_us
 from validation.gpu import judge
 from validation.provenance import environment
 from validation.results import write_json_atomic
 
-
-def _per_kernel_us(fn, reps: int) -> dict[str, float]:
-    """Mean µs per call of each kernel name (no L2 flush: a breakdown, not the headline number)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(reps):
-            fn()
-        torch.cuda.synchronize()
-    out: dict[str, float] = defaultdict(float)
-    for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA:
-            out[e.name[:60]] += (e.time_range.end - e.time_range.start) / reps
-    return dict(sorted(out.items()))
+_CHOOSERS = ("state_pass_config", "chunk_out_config", "segment_state_config", "segment_scan_config",
+             "segment_apply_config")
 
 
-def _candidates(spec: ProblemSpec, dtype: torch.dtype):
+def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: str | None):
+    """(name, variant, {chooser: config}) around the default configuration, one stage at a time."""
     dims = SSDDims(spec.batch, spec.seqlen, spec.nheads, spec.headdim, spec.ngroups, spec.dstate)
     arch = "sm_90"
-    base_out = tuning.chunk_out_config(arch, dims, dtype, spec.chunk_size)
-    base_state = tuning.state_pass_config(arch, dims, dtype, spec.chunk_size)
-    yield "default", base_state, base_out
-    for block_m in (64, 128):
-        for block_n in (32, 64, 128):
-            for occupancy in (None, 2):
-                if block_n > spec.dstate:
-                    continue
-                cand = dataclasses.replace(base_out, block_m=block_m, block_n=block_n, occupancy=occupancy)
-                if cand != base_out:
-                    yield f"chunk_out m{block_m} n{block_n} occ{occupancy}", base_state, cand
-    for block_n in (32, 64, 128):
-        for latency in (2, 8):
-            cand = dataclasses.replace(base_state, block_n=min(block_n, spec.dstate), latency=latency)
-            if cand != base_state:
-                yield f"state_pass n{cand.block_n} lat{latency}", cand, base_out
+    base = {name: getattr(tuning, name)(arch, dims, dtype, spec.chunk_size) for name in _CHOOSERS}
+
+    def one(name: str, variant: str, chooser: str | None = None, cfg=None):
+        return name, variant, base if chooser is None else {**base, chooser: cfg}
+
+    out = [one("default", "default"), one("serial-state", "serial-state"), one("segmented-state", "segmented-state")]
+    seg, co = base["segment_state_config"], base["chunk_out_config"]
+    for k, block_n, occupancy in ((16, 32, None), (16, 32, 4), (32, 32, 4), (8, 64, 2), (32, 128, 2)):
+        cand = dataclasses.replace(seg, seg_chunks=k, block_n=min(block_n, spec.dstate), occupancy=occupancy)
+        if cand != seg:
+            out.append(one(f"segmented K{k} n{cand.block_n} occ{occupancy}", "default", "segment_state_config", cand))
+    apply = base["segment_apply_config"]
+    for bp, bn, occupancy in ((8, 128, None), (32, 64, None), (16, 64, None), (64, 128, None), (16, 128, 8)):
+        cand = dataclasses.replace(apply, block_p=min(bp, spec.headdim), block_n=min(bn, spec.dstate),
+                                   occupancy=occupancy)
+        if cand != apply:
+            out.append(one(f"segment_apply p{cand.block_p} n{cand.block_n} occ{occupancy}", "segmented-state",
+                           "segment_apply_config", cand))
+    for cand in (dataclasses.replace(co, occupancy=None), dataclasses.replace(co, block_n=min(64, spec.dstate))):
+        if cand != co:
+            out.append(one(f"chunk_out n{cand.block_n} occ{cand.occupancy}", "default", "chunk_out_config", cand))
+    return [c for c in out if only is None or c[0].startswith(only) or c[0] == "default"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,21 +67,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seqlen", nargs="+", type=int, default=[16384])
     parser.add_argument("--dstate", nargs="+", type=int, default=[128, 512])
     parser.add_argument("--reps", type=int, default=10)
+    parser.add_argument("--only", default=None, help="candidates whose name starts with this (and the default)")
     args = parser.parse_args(argv)
-    from kernels.cutile import ssd_fwd_cutile
+    from kernels.cutile.api import ssd_fwd_cutile_variant
 
-    chosen_out, chosen_state = tuning.chunk_out_config, tuning.state_pass_config
+    chosen = {name: getattr(tuning, name) for name in _CHOOSERS}
     rows = []
     for seqlen in args.seqlen:
         for dstate in args.dstate:
             spec = ProblemSpec(seqlen=seqlen, dstate=dstate, **POINT)
             inputs = spec.make_inputs("cuda")
             y_ref, state_ref = ssd_chunked(*inputs.as_args(), chunk_size=32)
-            for name, state_cfg, out_cfg in list(_candidates(spec, inputs.x.dtype)):
-                tuning.state_pass_config = lambda *a, cfg=state_cfg: cfg
-                tuning.chunk_out_config = lambda *a, cfg=out_cfg: cfg
+            for name, variant, cfgs in _candidates(spec, inputs.x.dtype, args.only):
+                for chooser, cfg in cfgs.items():
+                    setattr(tuning, chooser, lambda *a, cfg=cfg: cfg)
                 try:
-                    call = functools.partial(ssd_fwd_cutile, *inputs.as_args(), chunk_size=spec.chunk_size)
+                    call = functools.partial(ssd_fwd_cutile_variant(variant), *inputs.as_args(),
+                                             chunk_size=spec.chunk_size)
                     try:
                         y, state = call()
                     except ct.TileError as err:  # a candidate the compiler refuses is a result, not a stop
@@ -97,17 +92,21 @@ def main(argv: list[str] | None = None) -> int:
                         print(f"l={seqlen} n={dstate} {name:<32} did not compile", file=sys.stderr, flush=True)
                         continue
                     verdict = judge("cutile", "bf16", "bf16", y, state, y_ref, state_ref)
-                    row = {"seqlen": seqlen, "dstate": dstate, "candidate": name,
-                           "state_pass": dataclasses.asdict(state_cfg), "chunk_out": dataclasses.asdict(out_cfg),
-                           "gate": verdict.failures() or "pass"}
+                    row = {"seqlen": seqlen, "dstate": dstate, "candidate": name, "variant": variant,
+                           **{chooser: dataclasses.asdict(cfg) for chooser, cfg in cfgs.items()},
+                           "gate": verdict.failures() or "pass", "y_rel_l2": verdict.record().get("y_rel_l2"),
+                           "state_rel_l2": verdict.record().get("state_rel_l2")}
                     if not verdict.failures():
                         row["kernel_us"] = cupti_kernel_us(call, reps=args.reps, device=torch.device("cuda")).as_dict()
-                        row["per_kernel_us"] = _per_kernel_us(call, args.reps)
+                        row["per_kernel_us"] = per_kernel_us(call, reps=args.reps, device=torch.device("cuda"))
                 finally:
-                    tuning.chunk_out_config, tuning.state_pass_config = chosen_out, chosen_state
+                    for chooser, fn in chosen.items():
+                        setattr(tuning, chooser, fn)
                 rows.append(row)
-                shown = f"{row['kernel_us']['median']:8.1f} us" if "kernel_us" in row else f"gate: {row['gate']}"
-                print(f"l={seqlen} n={dstate} {name:<32} {shown}", file=sys.stderr, flush=True)
+                shown = (f"{row['kernel_us']['median']:8.1f} us " + " ".join(
+                    f"{k.strip('_')[:14]}={v:.1f}" for k, v in row["per_kernel_us"].items())
+                    if "kernel_us" in row else f"gate: {row['gate']}")
+                print(f"l={seqlen} n={dstate} {name:<28} {shown}", file=sys.stderr, flush=True)
             # after every shape, so a run stopped from outside keeps what it measured
             write_json_atomic(Path(args.out), {"environment": environment([0]), "rows": rows}, overwrite=True)
     return 0

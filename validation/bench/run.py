@@ -20,11 +20,13 @@ import argparse
 import contextlib
 import json
 import signal
+import statistics
 import sys
 import time
 
 import torch
 
+from kernels.cutile.tuning import VARIANTS
 from kernels.tilegym.api import problem_of
 from kernels.triton import autotune_choices, forget_autotune_choices
 from reference import ProblemSpec, ssd_chunked
@@ -101,6 +103,38 @@ def _warm(fn, seconds: float) -> None:
     torch.cuda.synchronize()
 
 
+def per_kernel_us(fn, *, reps: int, device: torch.device) -> dict[str, float]:
+    """Median µs per call of each kernel of ``fn`` under CUPTI, L2 flushed before every rep (the breakdown of
+    kernel_us; names cut at cuTile's mangling suffix).
+
+    The names are CUPTI's: on the H200 it sometimes reported a cuTile kernel of ours under the name of a
+    TileGym kernel run earlier in the same process. The times are right; a name may be borrowed.
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    flush = torch.empty(512 * 2**20 // 4, dtype=torch.int32, device=device)
+    torch.cuda.synchronize(device)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            flush.bitwise_not_()
+            torch.cuda.synchronize(device)
+            fn()
+        flush.bitwise_not_()
+        torch.cuda.synchronize(device)
+    gpu = sorted((e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA),
+                 key=lambda e: e.time_range.start)
+    reps_seen: list[dict[str, float]] = []
+    for event in gpu:
+        if "bitwise_not" in event.name:
+            reps_seen.append({})
+            continue
+        name = event.name.split("_Kt")[0][:80]
+        reps_seen[-1][name] = reps_seen[-1].get(name, 0.0) + event.time_range.end - event.time_range.start
+    reps_seen = [r for r in reps_seen if r]
+    names = sorted({n for r in reps_seen for n in r})
+    return {n: statistics.median(r.get(n, 0.0) for r in reps_seen) for n in names}
+
+
 def tune_triton_at_headline(dstates: list[int], device: torch.device) -> dict[int, float]:
     """Forget Triton's autotune choices once, then make one first call per dstate at the headline length, so
     that each (chunk, headdim, dstate) key is tuned there. Returns the seconds of each call (the tuning)."""
@@ -116,7 +150,7 @@ def tune_triton_at_headline(dstates: list[int], device: torch.device) -> dict[in
 
 
 def bench_point(spec: ProblemSpec, impls: list[str], ceilings: dict[str, float], reps: int,
-                triton_tuning: str = "headline") -> list[dict]:
+                triton_tuning: str = "headline", cutile_variants: tuple[str, ...] = ()) -> list[dict]:
     device = torch.device("cuda")
     inputs = spec.make_inputs(device)
     y_ref, state_ref = ssd_chunked(*inputs.as_args(), chunk_size=32)  # chunk 32: fewer fp64 FLOPs in C·Bᵀ
@@ -126,16 +160,24 @@ def bench_point(spec: ProblemSpec, impls: list[str], ceilings: dict[str, float],
               "floor_with_states_us": floor_us(c, bandwidth_gbs=ceilings["copy_bandwidth_gbs"],
                                                tflops=ceilings["bf16_matmul_tflops"], with_chunk_states=True)}
     records = []
-    for name in impls:
+    runs = [(name, None) for name in impls] + [("cutile", v) for v in cutile_variants]
+    for name, variant in runs:
         impl = IMPLS[name]
-        record = {"id": spec.case_id(name), "impl": name, "shape": spec.shape_dict(), "dtype": spec.dtype,
+        record = {"id": spec.case_id(name, variant), "impl": name, "shape": spec.shape_dict(), "dtype": spec.dtype,
                   "regime": spec.regime, "seed": spec.seed, "matmul": impl.matmul[spec.dtype], **floors,
                   "bytes": c.bytes, "chunk_state_bytes": c.chunk_state_bytes, "flops": c.flops}
+        if variant:
+            record["variant"] = variant
         reason = impl.unsupported_reason(spec)
         if reason:
             records.append({**record, "status": "unsupported", "reason": reason})
             continue
-        fn = impl.load()
+        if variant is None:
+            fn = impl.load()
+        else:
+            from kernels.cutile.api import ssd_fwd_cutile_variant  # imports cuda.tile: only where it runs
+
+            fn = ssd_fwd_cutile_variant(variant)
         args = inputs.as_args()
         if name == "triton":
             if triton_tuning == "per-point":
@@ -165,6 +207,7 @@ def bench_point(spec: ProblemSpec, impls: list[str], ceilings: dict[str, float],
         kernel = cupti_kernel_us(call, reps=reps, device=device)
         wall = wall_us(call, reps=reps, device=device)
         record.update(status="pass", kernel_us=kernel.as_dict(), wall_us=wall.as_dict(),
+                      per_kernel_us=per_kernel_us(call, reps=reps, device=device),
                       floor_fraction=floors["floor_us"] / kernel.median)
         records.append(record)
     return records
@@ -173,7 +216,10 @@ def bench_point(spec: ProblemSpec, impls: list[str], ceilings: dict[str, float],
 def _shown(record: dict) -> str:
     if record["status"] != "pass":
         return f"{record['status']}: {record.get('reason', '')[:120]}"
-    return f"{record['kernel_us']['median']:9.1f} us kernel, {record['wall_us']['median']:9.1f} us wall"
+    parts = " ".join(f"{name.strip('_').removesuffix('_kernel')[:24]}={us:.1f}"
+                     for name, us in record["per_kernel_us"].items())
+    return (f"{record['kernel_us']['median']:9.1f} us kernel, {record['wall_us']['median']:9.1f} us wall"
+            f"{' [' + record['variant'] + ']' if record.get('variant') else ''}  {parts}")
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -186,6 +232,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seqlen", nargs="+", type=int, default=list(SEQLENS))
     parser.add_argument("--dstate", nargs="+", type=int, default=list(DSTATES))
     parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--cutile-variants", nargs="*", default=[], choices=sorted(set(VARIANTS) - {"default"}),
+                        help="also time these ablations of ours (kernels.cutile.tuning.VARIANTS), each a case with "
+                             "a variant field")
     parser.add_argument("--budget-s", type=float, default=None,
                         help="start no new point after this many seconds; the rest is recorded as not-run")
     parser.add_argument("--compile-jobs", type=int, default=processes_at_once(),
@@ -240,7 +289,8 @@ def main(argv: list[str] | None = None) -> int:
             for i, spec in enumerate(specs, 1):
                 if args.budget_s is not None and time.perf_counter() - start > args.budget_s:
                     raise KeyboardInterrupt(f"the time budget of {args.budget_s:.0f} s is spent")
-                for record in bench_point(spec, args.impl, ceilings, args.reps, args.triton_tuning):
+                for record in bench_point(spec, args.impl, ceilings, args.reps, args.triton_tuning,
+                                          tuple(args.cutile_variants)):
                     if record["id"] in precompiled:
                         record["precompile_s"] = precompiled[record["id"]]
                     results.add(record)
