@@ -6,7 +6,11 @@ RUN_DIR holds ``raw/<suite>.json`` for any subset of the suites (default: the ne
 ``reports/<suite_version>/``). The report goes to ``reports/<version>/index.html`` with the raw files
 copied beside it, unchanged, in ``raw/`` (a run under ``reports/published/`` is rendered in place).
 An existing report is never replaced without ``--overwrite``. Then ``index.html`` of the reports root
-(the output's parent, or its grandparent for a published run) is regenerated. The page has no script
+(the output's parent, or its grandparent for a published run) is regenerated, but only where the suite owns
+it: the project's ``reports/``, or a folder whose ``index.html`` this renderer made (its generator mark) or
+that has none yet; any other ``index.html`` is left alone, with a line saying so. No name is taken from a
+results file unchecked: the version that names the output folder is built from fields the contract
+validates (validation/schema.py), and every write is checked to stay inside the output folder. The page has no script
 and fetches nothing; it depends only on the results files (no rendering time is written), so the same
 inputs give the same bytes. The renderer only reads results; it never runs a suite.
 """
@@ -14,18 +18,23 @@ inputs give the same bytes. The renderer only reads results; it never runs a sui
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
 from reports.errata import ERRATA_FILE
 from reports.markup import ReportError, render, write_text_atomic
-from reports.runs import HEADLINE, PEERS, Run, load_run, speedup, speedup_points
+from reports.runs import HEADLINE, PEERS, RUN_ID, Run, load_run, speedup, speedup_points
 from reports.sections import PEER_NAMES, SECTIONS, header
 from validation.provenance import ROOT, suite_version
 
-__all__ = ["default_out", "main", "newest_run", "render_html", "render_run", "write_index"]
+__all__ = ["INDEX_GENERATOR", "default_out", "index_owned", "main", "newest_run", "render_html", "render_run",
+           "write_index"]
 
 REPORTS = ROOT / "reports"
+# Written into every index this renderer makes: an index.html without it is someone else's and is never replaced.
+INDEX_GENERATOR = "ssd-repro reports.render index"
+VERSION_NAME = re.compile(r"^[0-9A-Za-z][0-9A-Za-z.+-]{0,127}$")
 
 
 def render_html(run: Run) -> str:
@@ -37,7 +46,29 @@ def render_html(run: Run) -> str:
 def default_out(run: Run) -> Path:
     if run.directory.resolve().parent.name == "published":
         return run.directory
+    if not VERSION_NAME.match(run.version) or ".." in run.version:  # load_run builds it from checked fields
+        raise ReportError(f"{run.directory}: the version {run.version!r} is not a safe folder name")
     return REPORTS / run.version
+
+
+def _inside(out: Path, path: Path) -> Path:
+    """``path`` if it resolves inside ``out`` (no ``..``, no link out of it), else ``ReportError``."""
+    if not path.resolve().is_relative_to(out.resolve()):
+        raise ReportError(f"{path}: resolves to {path.resolve()}, outside the output folder {out}; refusing to write")
+    return path
+
+
+def index_owned(root: Path) -> bool:
+    """Whether ``<root>/index.html`` is the suite's to regenerate: root is the project's reports/, or its index is
+    absent or was made by this renderer."""
+    index = root / "index.html"
+    if root.resolve() == REPORTS.resolve() or not index.exists():
+        return True
+    try:
+        head = index.read_bytes()[:4096]
+    except OSError:
+        return False
+    return f'<meta name="generator" content="{INDEX_GENERATOR}">'.encode() in head
 
 
 def index_root(out: Path) -> Path:
@@ -48,7 +79,9 @@ def render_run(run_dir: Path, out: Path | None = None, *, overwrite: bool = Fals
     """Write ``<out>/index.html`` and ``<out>/raw/*.json`` for one run; return the HTML's path."""
     run = load_run(run_dir)
     out = out or default_out(run)
-    target = out / "index.html"
+    target = _inside(out, out / "index.html")
+    for name in (*(f"raw/{suite}.json" for suite in run.raw), ERRATA_FILE):
+        _inside(out, out / name)
     if target.exists() and not overwrite:
         raise FileExistsError(f"{target} exists; pass --overwrite to replace it")
     in_place = out.resolve() == run.directory.resolve()
@@ -68,10 +101,13 @@ def render_run(run_dir: Path, out: Path | None = None, *, overwrite: bool = Fals
     return target
 
 
-def newest_run(version: str | None = None) -> Path:
-    """The newest run directory (by run id) under ``reports/<suite_version>/`` that has results files."""
-    base = REPORTS / (version or suite_version())
-    runs = sorted(d for d in base.glob("*") if d.is_dir() and any((d / "raw").glob("*.json"))) if base.is_dir() else []
+def newest_run(version: str | None = None, reports: Path = REPORTS) -> Path:
+    """The newest run directory under ``reports/<suite_version>/`` that has results files: one named by its run id
+    (``YYYYMMDDTHHMMSSZ``, as a suite session or ``validate`` names it), newest by that name. Tests never write
+    there (they write under a temporary folder), so this is never a test's run."""
+    base = reports / (version or suite_version())
+    runs = sorted(d for d in base.glob("*") if d.is_dir() and RUN_ID.match(d.name)
+                  and any((d / "raw").glob("*.json"))) if base.is_dir() else []
     if not runs:
         raise ReportError(f"{base}: no run with results files (expected {base}/<run_id>/raw/<suite>.json); "
                           f"run a suite first, or name a run directory")
@@ -91,14 +127,18 @@ def write_index(root: Path) -> Path:
     dirs += sorted(d for d in (root / "published").glob("*") if (d / "raw").is_dir())
     rows = []
     for d in dirs:
-        run = load_run(d)
+        try:
+            run = load_run(d)
+        except ReportError as err:  # one unreadable folder does not hide every other report
+            print(f"index: skipped {d}: {err}", file=sys.stderr)
+            continue
         gpu, why = run.gpu()
         rows.append({"rel": d.relative_to(root).as_posix(), "rendered": (d / "index.html").exists(),
                      "version": run.version, "gpu": gpu, "gpu_why": why, "created": run.created,
                      "counts": run.status_counts(), "headline": _headline(run), "missing": run.missing,
                      "errata": run.errata})
-    html = render("index.html", title="SSD reports", rows=rows, peers=[PEER_NAMES[i] for i in PEERS],
-                  statuses=("pass", "fail", "crashed", "unsupported", "not-run"))
+    html = render("index.html", title="SSD reports", generator=INDEX_GENERATOR, rows=rows,
+                  peers=[PEER_NAMES[i] for i in PEERS], statuses=("pass", "fail", "crashed", "unsupported", "not-run"))
     return write_text_atomic(root / "index.html", html, overwrite=True)
 
 
@@ -112,9 +152,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         run_dir = args.run_dir or newest_run()
         target = render_run(run_dir, args.out, overwrite=args.overwrite)
-        index = write_index(index_root(target.parent))
+        root = index_root(target.parent)
+        if not index_owned(root):
+            print(f"report: {target}\nindex: {root / 'index.html'} left alone: this renderer did not make it (no"
+                  f" generator mark {INDEX_GENERATOR!r}), so it is not the suite's to replace")
+            return 0
+        index = write_index(root)
     except (ReportError, FileExistsError) as err:
         print(f"report: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        print(f"report: {err.filename or ''}: {err.strerror}", file=sys.stderr)
         return 2
     print(f"report: {target}\nindex: {index}")
     return 0

@@ -22,15 +22,12 @@ from typing import Any
 
 from reports.errata import Erratum, load_errata
 from reports.markup import ReportError, num
+from validation.schema import HEADLINE, KNOWN_SCHEMA_VERSIONS, SUITES, SchemaError, load_results
 
 __all__ = ["KNOWN_SCHEMA_VERSIONS", "SUITES", "HEADLINE", "Run", "load_run", "order", "shape_order", "speedup",
            "speedup_points"]
 
-KNOWN_SCHEMA_VERSIONS = (1,)
-SUITES = ("compile", "reference", "correctness", "stability", "benchmark")
 RUN_ID = re.compile(r"^\d{8}T\d{6}Z$")
-# The post's headline shape: batch 4, 16384 tokens, 8 heads, headdim 64, dstate 128, chunk 128.
-HEADLINE = {"batch": 4, "seqlen": 16384, "nheads": 8, "headdim": 64, "ngroups": 1, "dstate": 128, "chunk_size": 128}
 PEERS = ("cutile", "tilegym")  # each measured as a speedup over "triton"
 
 Case = dict[str, Any]
@@ -80,26 +77,12 @@ class Run:
 
 
 def _load_file(path: Path, suite: str) -> tuple[dict[str, Any], bytes]:
-    data = path.read_bytes()
+    """The file, checked against the results contract (validation/schema.py): one line naming the file, the
+    field and the value when it does not fit."""
     try:
-        payload = json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ReportError(f"{path}: not valid JSON ({err})") from None
-    if not isinstance(payload, dict):
-        raise ReportError(f"{path}: expected a JSON object with schema_version, suite and cases")
-    version = payload.get("schema_version")
-    if version not in KNOWN_SCHEMA_VERSIONS:
-        raise ReportError(f"{path}: schema_version {version!r} is not one this renderer knows "
-                          f"({', '.join(map(str, KNOWN_SCHEMA_VERSIONS))}); refusing to render it")
-    if payload.get("suite") != suite:
-        raise ReportError(f"{path}: the file's suite is {payload.get('suite')!r}, its name says {suite!r}")
-    cases = payload.get("cases")
-    if not isinstance(cases, list) or not all(isinstance(c, dict) and "id" in c and "impl" in c for c in cases):
-        raise ReportError(f"{path}: expected 'cases' to be a list of objects, each with 'id' and 'impl'")
-    env = payload.get("environment")
-    if env is not None and not isinstance(env, dict):
-        raise ReportError(f"{path}: expected 'environment' to be an object")
-    return payload, data
+        return load_results(path, suite)
+    except SchemaError as err:
+        raise ReportError(str(err)) from None
 
 
 def _run_id(directory: Path, created: list[str]) -> str:

@@ -88,13 +88,15 @@ def speedup_chart(title: str, measured: Series, *, y_title: str, band: tuple[flo
     published = published or {}
     chart = _frame(title, width, height, y_title)
     xs = [s for ser in (measured, published) for pts in ser.values() for s, _ in pts]
-    ys = [r for ser in (measured, published) for pts in ser.values() for _, r in pts if math.isfinite(r) and r > 0]
+    # A ratio past 1e6 either way is a broken timing, not a speedup: it is listed in the tables, not drawn.
+    ys = [r for ser in (measured, published) for pts in ser.values() for _, r in pts
+          if math.isfinite(r) and 1e-6 < r < 1e6]
     lo_x, hi_x = _x_axis(chart, xs)
     span = [*ys, 1.0, *(band or ())]
     y_lo, y_hi = min(span), max(span)
     pad = max((y_hi - y_lo) * 0.06, 0.02)
     y_lo, y_hi = max(y_lo - pad, 0.0), y_hi + pad
-    step = next((s for s in STEPS if (y_hi - y_lo) / s <= 8), STEPS[-1])
+    step = next((s for s in STEPS if (y_hi - y_lo) / s <= 8), 10 ** math.ceil(math.log10((y_hi - y_lo) / 8)))
     y_lo, y_hi = math.floor(y_lo / step) * step, math.ceil(y_hi / step) * step
 
     def py(ratio: float) -> float:
@@ -113,7 +115,7 @@ def speedup_chart(title: str, measured: Series, *, y_title: str, band: tuple[flo
         color = dstate_color(dstate, order)
         for pts, dotted, what in ((published.get(dstate, []), True, "published"),
                                   (measured.get(dstate, []), False, "measured")):
-            pts = sorted((s, r) for s, r in pts if math.isfinite(r))
+            pts = sorted((s, r) for s, r in pts if math.isfinite(r) and 1e-6 < r < 1e6)
             if pts:
                 chart.lines.append(Line(color, [(_px(chart, s, lo_x, hi_x), py(r),
                                                  f"dstate {dstate}, seqlen {s}: {r:.2f}x ({what})") for s, r in pts],

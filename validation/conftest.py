@@ -1,6 +1,12 @@
 """Results files for the pytest-only suites: inside a run (``$SSD_RUN_DIR`` set, as ``nox -s validate``
-sets it), the compile check and the reference tests each write their results file, one case per test,
-so the report shows what they checked. Outside a run (``nox -s tests``, CI) nothing is written.
+and the suite sessions set it), the compile check and the reference tests each write their results file,
+one case per test, so the report shows what they checked. Outside a run (plain ``pytest``) there is no run:
+``$SSD_RUN_DIR`` is pointed at a new temporary folder for what the matrices write, and nothing lands under
+``reports/``, where ``nox -s report`` looks for the newest run.
+
+Before any test runs, the run directory is checked for the results files this session will write
+(``validation.results.check_run_dir``): one that is not writable or already holds them stops the session
+at once with that line, rather than after its last case.
 
 At the end of the session, every results file the session wrote (these and the matrices') is printed with
 its path and its status counts per implementation, uncaptured."""
@@ -8,19 +14,45 @@ its path and its status counts per implementation, uncaptured."""
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from validation import results as results_module
-from validation.provenance import ROOT
-from validation.results import ResultsFile
+from validation.results import ResultsFile, RunDirError, check_run_dir
 from validation.summary import describe
 
 # test file -> (suite, the implementation its tests judge)
 SUITES = {"test_compile.py": ("compile", "cutile"), "test_reference.py": ("reference", "reference-chunked")}
 _STATUS = {"passed": "pass", "failed": "fail", "skipped": "not-run"}
+# The matrices' test files -> the suite whose results file they write (validation/matrix.py).
+MATRIX_SUITES = {"test_correctness.py": "correctness", "test_stability.py": "stability"}
 _records: dict[str, list[dict[str, object]]] = {}
+_scratch: list[str] = []  # the temporary run directory made for a session outside a run, if one was
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not os.environ.get("SSD_RUN_DIR"):
+        _scratch.append(tempfile.mkdtemp(prefix="ssd-pytest-"))
+        os.environ["SSD_RUN_DIR"] = _scratch[0]
+
+
+def _in_run() -> bool:
+    return bool(os.environ.get("SSD_RUN_DIR")) and os.environ["SSD_RUN_DIR"] not in _scratch
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Check the run directory for every results file the collected tests will write, before the first runs."""
+    names = {Path(str(item.fspath)).name for item in session.items}
+    suites = [MATRIX_SUITES[n] for n in sorted(names) if n in MATRIX_SUITES]
+    if _in_run():
+        suites += [SUITES[n][0] for n in sorted(names) if n in SUITES]
+    if suites:
+        try:
+            check_run_dir(Path(os.environ["SSD_RUN_DIR"]), suites)
+        except RunDirError as err:
+            raise pytest.UsageError(str(err)) from None
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -35,7 +67,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    if not os.environ.get("SSD_RUN_DIR"):
+    if not _in_run():
         return
     for suite, records in _records.items():
         results = ResultsFile(suite)
@@ -46,9 +78,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """Runs after pytest_sessionfinish, where output is no longer captured. Only the files of a run: those
-    under ``$SSD_RUN_DIR``, else under reports/ (where a suite writes without it), not a test's own under its
-    tmp_path."""
-    home = Path(os.environ["SSD_RUN_DIR"]) if os.environ.get("SSD_RUN_DIR") else ROOT / "reports"
+    under ``$SSD_RUN_DIR`` (the temporary one outside a run), not a test's own under its tmp_path."""
+    home = Path(os.environ["SSD_RUN_DIR"])
     paths = [p for p in results_module.written if p.resolve().is_relative_to(home.resolve())]
     if paths:
         terminalreporter.write_sep("=", "results files written")

@@ -13,6 +13,12 @@ on this machine, and why) or ``crashed``.
 Cases run in a child process, case by case and implementation by implementation, so that an
 illegal memory access (which kills the CUDA context) or an exception costs only that case: the
 parent records it as crashed with the child's last words and starts a new child for the rest.
+
+Every finished case is checkpointed to ``<run_dir>/partial/<suite>.json`` as it comes. SIGINT and SIGTERM
+to the parent are forwarded to its children (which stop at once); no new child starts, every case that did
+not finish is recorded ``not-run`` with the reason ``interrupted``, the results file is written, and the
+parent stops (KeyboardInterrupt under pytest, exit 128 + the signal's number on the command line). No
+child outlives it: one that ignores the signal is killed after ``KILL_AFTER_S``.
 """
 
 from __future__ import annotations
@@ -21,9 +27,11 @@ import argparse
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -35,11 +43,11 @@ import torch
 from reference import ProblemSpec
 from validation.gpu import HAS_CUDA, RECURRENT_MAX_SEQLEN, judge, oracle, processes_at_once
 from validation.registry import IMPLS
-from validation.results import ResultsFile
+from validation.results import ResultsFile, RunDirError
 from validation.summary import describe
 from validation.triton_interpreter import INTERPRETER_ENV, cpu_device_shim
 
-__all__ = ["DEFAULT_IMPLS", "Task", "correctness_cases", "run_matrix", "stability_cases", "why_not"]
+__all__ = ["DEFAULT_IMPLS", "Stop", "Task", "correctness_cases", "run_matrix", "stability_cases", "why_not"]
 
 DEFAULT_IMPLS = ("cutile", "triton", "tilegym", "reference-chunked")
 SUITE_IMPLS = {suite: (*DEFAULT_IMPLS, "triton-interpreter") for suite in ("correctness", "stability")}
@@ -186,7 +194,18 @@ def _run_task(task: Task, cache: dict) -> dict[str, object]:
     return record
 
 
+def _die_with_parent() -> None:
+    """Linux: the kernel sends this process SIGTERM when the parent that started it dies (even by SIGKILL)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 def _child(tasks_path: Path, out_path: Path) -> int:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C (or the parent's forward) stops the child at once
+    _die_with_parent()
     tasks = [Task(t["case_id"], t["tag"], ProblemSpec(**t["spec"]), t["impl"])
              for t in json.loads(tasks_path.read_text())]
     cache: dict = {}
@@ -204,13 +223,112 @@ def _child(tasks_path: Path, out_path: Path) -> int:
 
 # --- the parent -----------------------------------------------------------------------------------
 
-def _run_in_children(tasks: list[Task], log, env: dict[str, str] | None = None) -> list[dict[str, object]]:
+KILL_AFTER_S = 10.0  # after a forwarded signal, a child still running this long later is killed
+
+
+class Stop:
+    """What the lanes share about stopping: the signal that arrived (None while running) and the children alive
+    now, to forward it to. :meth:`handling` installs the handler for SIGINT and SIGTERM in the main thread."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.children: set[subprocess.Popen] = set()
+        self._lock = threading.Lock()
+
+    @property
+    def reason(self) -> str:
+        return f"interrupted: {signal.Signals(self.signum).name} arrived before this case finished"
+
+    def add(self, child: subprocess.Popen) -> None:
+        with self._lock:
+            self.children.add(child)
+        if self.signum is not None:  # it came while this child was starting
+            self._send(child, self.signum)
+
+    def discard(self, child: subprocess.Popen) -> None:
+        with self._lock:
+            self.children.discard(child)
+
+    @staticmethod
+    def _send(child: subprocess.Popen, signum: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            child.send_signal(signum)
+
+    def _alive(self) -> list[subprocess.Popen]:
+        with self._lock:
+            return [c for c in self.children if c.poll() is None]
+
+    def __call__(self, signum: int, frame: object = None) -> None:
+        """The signal handler: remember the signal, forward it, and kill what still runs after KILL_AFTER_S."""
+        first = self.signum is None
+        self.signum = signum
+        for child in list(self.children):
+            self._send(child, signum)
+        if first:
+            timer = threading.Timer(KILL_AFTER_S, lambda: [self._send(c, signal.SIGKILL) for c in self._alive()])
+            timer.daemon = True
+            timer.start()
+
+    @contextlib.contextmanager
+    def handling(self):
+        """SIGINT and SIGTERM call this object while inside (main thread only; elsewhere nothing changes)."""
+        if threading.current_thread() is not threading.main_thread():
+            yield self
+            return
+        previous = {sig: signal.signal(sig, self) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield self
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+def _interrupted(task: Task, stop: Stop) -> dict[str, object]:
+    return {**_base_record(task), "status": "not-run", "reason": stop.reason}
+
+
+class _Progress:
+    """The child's ``out.jsonl`` read as it grows: each record once, as soon as its line is complete."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.offset, self.started = path, 0, None
+
+    def new_records(self) -> list[dict[str, object]]:
+        with open(self.path, "rb") as f:
+            f.seek(self.offset)
+            data = f.read()
+        complete = data[:data.rfind(b"\n") + 1]  # a line still being written waits for the next read
+        self.offset += len(complete)
+        records = []
+        for line in complete.splitlines():
+            try:
+                item = json.loads(line)
+            except json.JSONDecodeError:  # a line cut short by a kill
+                continue
+            if "start" in item:
+                self.started = item["start"]
+            else:
+                records.append(item["record"])
+                self.started = None
+        return records
+
+
+def _run_in_children(tasks: list[Task], log, env: dict[str, str] | None = None, *, stop: Stop | None = None,
+                     done=None) -> list[dict[str, object]]:
     """Run tasks in a child process (``env`` added to its environment); on a crash record it and go on
-    with a new child."""
+    with a new child. ``done(record)`` is called for each record as it comes. Once ``stop`` has a signal, no
+    child starts and every task not finished is recorded not-run, interrupted."""
+    stop = stop or Stop()
     records: list[dict[str, object]] = []
+
+    def keep(record: dict[str, object]) -> None:
+        records.append(record)
+        if done is not None:
+            done(record)
+
     remaining = list(tasks)
     with tempfile.TemporaryDirectory(prefix="ssd-matrix-") as tmp:
-        while remaining:
+        while remaining and stop.signum is None:
             tasks_path, out_path = Path(tmp, "tasks.json"), Path(tmp, "out.jsonl")
             tasks_path.write_text(json.dumps([{"case_id": t.case_id, "tag": t.tag, "spec": t.spec.as_dict(),
                                                "impl": t.impl} for t in remaining]))
@@ -218,34 +336,43 @@ def _run_in_children(tasks: list[Task], log, env: dict[str, str] | None = None) 
             child = subprocess.Popen([sys.executable, "-m", "validation.matrix", "--child", str(tasks_path),
                                       str(out_path)], stderr=subprocess.PIPE, text=True,
                                      env={**os.environ, **(env or {})})
-            last_words: deque[str] = deque(maxlen=8)
-            for line in child.stderr:  # progress, shown as it comes; the last lines explain a crash
-                log(line.rstrip())
-                last_words.append(line.rstrip())
-            returncode = child.wait()
-            finished, started = [], None
-            for line in out_path.read_text().splitlines():
-                item = json.loads(line)
-                if "start" in item:
-                    started = item["start"]
-                else:
-                    finished.append(item["record"])
-                    started = None
-            records += finished
-            remaining = remaining[len(finished):]
+            stop.add(child)
+            progress, finished = _Progress(out_path), 0
+            try:
+                last_words: deque[str] = deque(maxlen=8)
+                for line in child.stderr:  # progress, shown as it comes; the last lines explain a crash
+                    log(line.rstrip())
+                    last_words.append(line.rstrip())
+                    for record in progress.new_records():  # the child says a line per finished case
+                        keep(record)
+                        finished += 1
+                returncode = child.wait()
+            finally:
+                stop.discard(child)
+            for record in progress.new_records():
+                keep(record)
+                finished += 1
+            started = progress.started
+            remaining = remaining[finished:]
+            if stop.signum is not None:
+                break
             if returncode == 0:
                 break
             tail = [w for w in last_words if w.strip()][-6:]
             if started is None:  # it died before starting a case: nothing more will run
                 for t in remaining:
-                    records.append({**_base_record(t), "status": "crashed",
-                                    "reason": f"the child process failed before this case: {' | '.join(tail)}"})
+                    keep({**_base_record(t), "status": "crashed",
+                          "reason": f"the child process failed before this case: {' | '.join(tail)}"})
+                remaining = []
                 break
             crashed, remaining = remaining[0], remaining[1:]
             log(f"  CRASH {crashed.case_id}: {tail[-1] if tail else returncode}")
-            records.append({**_base_record(crashed), "status": "crashed",
-                            "reason": f"child exited {returncode}: {tail[-1] if tail else ''}"
-                                      f" (its last lines: {' | '.join(tail[:-1])})"})
+            keep({**_base_record(crashed), "status": "crashed",
+                  "reason": f"child exited {returncode}: {tail[-1] if tail else ''}"
+                            f" (its last lines: {' | '.join(tail[:-1])})"})
+        if stop.signum is not None:
+            for t in remaining:
+                keep(_interrupted(t, stop))
     return records
 
 
@@ -291,15 +418,27 @@ def _lanes(tasks: list[Task], jobs: int) -> list[list[Task]]:
     return [lane for lane in lanes if lane]
 
 
-def _run_lanes(tasks: list[Task], log, jobs: int, env: dict[str, str] | None = None) -> list[dict[str, object]]:
+def _run_lanes(tasks: list[Task], log, jobs: int, env: dict[str, str] | None = None, *, stop: Stop | None = None,
+               done=None) -> list[dict[str, object]]:
     """Run the tasks in up to ``jobs`` children at once (each lane as ``_run_in_children`` runs it: a crash
-    costs one case) and return their records in the order of ``tasks``."""
+    costs one case) and return their records in the order of ``tasks``; ``done`` and ``stop`` as there
+    (``done`` is called from the lanes' threads, one at a time)."""
+    if not tasks:
+        return []
+    stop = stop or Stop()
     lanes = _lanes(tasks, jobs)
     if len(lanes) > 1:
         log(f"  {len(tasks)} runs in {len(lanes)} processes at once")
+    lock = threading.Lock()
+
+    def one_at_a_time(record: dict[str, object]) -> None:
+        with lock:
+            done(record)
+
+    report = one_at_a_time if done is not None else None
     with ThreadPoolExecutor(max_workers=len(lanes)) as pool:
-        done = list(pool.map(lambda lane: _run_in_children(lane, log, env), lanes))
-    by_id = {record["id"]: record for records in done for record in records}
+        finished = list(pool.map(lambda lane: _run_in_children(lane, log, env, stop=stop, done=report), lanes))
+    by_id = {record["id"]: record for records in finished for record in records}
     return [by_id[task.case_id] for task in tasks]
 
 
@@ -312,12 +451,15 @@ def default_jobs() -> int:
     return processes_at_once()
 
 
-def run_matrix(suite: str, impls: tuple[str, ...] | None = None, log=print, *, jobs: int) -> ResultsFile:
+def run_matrix(suite: str, impls: tuple[str, ...] | None = None, log=print, *, jobs: int,
+               stop: Stop | None = None) -> ResultsFile:
     """Every runnable (case, implementation) of the suite in up to ``jobs`` children at once; the rest recorded
-    unsupported or not-run with the reason."""
+    unsupported or not-run with the reason. The run directory is checked first (``check_run_dir``); each record
+    is checkpointed as it comes. On SIGINT or SIGTERM (see the module's doc) the unfinished cases are recorded
+    not-run, interrupted, and ``results.interrupted`` names the signal: the caller writes and stops."""
     os.environ.update(FIXED_CONFIG_ENV)  # inherited by the children; recorded in the results' environment
     impls = impls or SUITE_IMPLS[suite]
-    results = ResultsFile(suite)
+    results = ResultsFile(suite, check=True)
     runnable = []
     for task in tasks_for(suite, impls):
         why = why_not(task)
@@ -327,14 +469,25 @@ def run_matrix(suite: str, impls: tuple[str, ...] | None = None, log=print, *, j
             runnable.append(task)
     log(f"{suite}: {len(runnable)} runs over {len(impls)} implementations"
         f" ({len(results.cases)} more unsupported or not runnable here)")
+    results.checkpoint()  # reads the environment once, now; a stopped run writes with it
     start = time.perf_counter()
     compiled = [t for t in runnable if not IMPLS[t.impl].interpreter]
     interpreted = [t for t in runnable if IMPLS[t.impl].interpreter]
-    for record in _run_lanes(compiled, log, jobs):
+    not_runnable = list(results.cases)
+
+    def done(record: dict[str, object]) -> None:
         results.add(record)
-    if interpreted:  # TRITON_INTERPRET must be set before triton is imported: children of their own
-        for record in _run_lanes(interpreted, log, jobs, env=INTERPRETER_ENV):
-            results.add(record)
+        results.checkpoint()
+
+    stop = stop or Stop()
+    with stop.handling():
+        ordered = _run_lanes(compiled, log, jobs, stop=stop, done=done)
+        # TRITON_INTERPRET must be set before triton is imported: children of their own
+        ordered += _run_lanes(interpreted, log, jobs, env=INTERPRETER_ENV, stop=stop, done=done)
+    results.cases = not_runnable + ordered  # the order asked, whatever order they finished in
+    if stop.signum is not None:
+        results.interrupted = signal.Signals(stop.signum).name
+        log(f"{suite}: {results.interrupted}: stopped; every case not finished is recorded not-run")
     log(f"{suite}: {time.perf_counter() - start:.0f} s; {results.summary()}")
     return results
 
@@ -344,12 +497,22 @@ def _notes(jobs: int) -> list[str]:
                                "is taken on a shared machine: a rough figure, not a measurement of compile time"]
 
 
+def _write(results: ResultsFile, jobs: int) -> Path:
+    extra: dict[str, object] = {"notes": _notes(jobs)}
+    if results.interrupted:
+        extra["interrupted"] = results.interrupted
+    return results.write(**extra)
+
+
 def run_and_write(suite: str) -> dict[str, dict[str, object]]:
     """Run the suite's matrix, write its results file, and return its records by case id. (pytest captures
-    what a fixture prints; validation/conftest.py prints the file with its counts at the end of the session.)"""
+    what a fixture prints; validation/conftest.py prints the file with its counts at the end of the session.)
+    A run stopped by SIGINT or SIGTERM writes what finished, then raises KeyboardInterrupt, which stops pytest."""
     jobs = default_jobs()
     results = run_matrix(suite, jobs=jobs)
-    results.write(notes=_notes(jobs))
+    path = _write(results, jobs)
+    if results.interrupted:
+        raise KeyboardInterrupt(f"{suite}: {results.interrupted}; what finished is in {path}")
     return {r["id"]: r for r in results.cases}
 
 
@@ -369,9 +532,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.jobs is not None and args.jobs < 1:
         parser.error(f"--jobs must be >= 1; got {args.jobs}")
     args.jobs = args.jobs or default_jobs()
-    results = run_matrix(args.suite, tuple(args.impl) if args.impl else None, jobs=args.jobs)
-    print(describe(results.write(notes=_notes(args.jobs))))
-    return 0
+    try:
+        results = run_matrix(args.suite, tuple(args.impl) if args.impl else None, jobs=args.jobs)
+    except RunDirError as err:
+        print(f"{args.suite}: {err}", file=sys.stderr)
+        return 2
+    print(describe(_write(results, args.jobs)))
+    return 128 + signal.Signals[results.interrupted].value if results.interrupted else 0
 
 
 if __name__ == "__main__":

@@ -15,12 +15,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from validation.provenance import ROOT, environment, now_iso, suite_version
+from validation.schema import SCHEMA_VERSION, STATUSES, SUITES
 
-__all__ = ["SCHEMA_VERSION", "STATUSES", "ResultsFile", "run_dir", "write_json_atomic", "write_text_atomic"]
-
-SCHEMA_VERSION = 1
-SUITES = ("correctness", "stability", "benchmark", "compile", "reference")
-STATUSES = ("pass", "fail", "unsupported", "crashed", "not-run")
+__all__ = ["SCHEMA_VERSION", "STATUSES", "SUITES", "ResultsFile", "RunDirError", "check_run_dir", "run_dir",
+           "write_json_atomic", "write_text_atomic"]
 
 
 # Every results file this process wrote, in order: pytest's conftest prints them at the end of its run (a
@@ -33,6 +31,36 @@ def run_dir() -> Path:
         return Path(os.environ["SSD_RUN_DIR"])
     run_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     return ROOT / "reports" / suite_version() / run_id
+
+
+class RunDirError(RuntimeError):
+    """The run directory cannot take this session's results: said before any work, in one line."""
+
+
+def check_run_dir(directory: Path, suites: tuple[str, ...] | list[str]) -> Path:
+    """``directory`` if it can take the results files of ``suites``: it is (or can be made) a directory this process
+    can write in, and holds none of ``raw/<suite>.json`` already (results are never overwritten). Otherwise
+    :class:`RunDirError` naming the directory and what is wrong, so that a session fails before its first case
+    rather than after its last."""
+    try:
+        (directory / "raw").mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise RunDirError(f"the run directory {directory} cannot be made: {err.strerror}; "
+                          "set SSD_RUN_DIR to a directory you can write, or leave it unset") from None
+    for where in (directory, directory / "raw"):
+        try:
+            fd, probe = tempfile.mkstemp(dir=where, prefix=".write-check-")
+        except OSError as err:
+            raise RunDirError(f"the run directory {where} is not writable ({err.strerror}); set SSD_RUN_DIR to a "
+                              "directory you can write, or leave it unset (a new one per run)") from None
+        os.close(fd)
+        os.unlink(probe)
+    taken = [s for s in suites if (directory / "raw" / f"{s}.json").exists()]
+    if taken:
+        raise RunDirError(f"the run directory {directory} already holds results of {', '.join(taken)} "
+                          f"(raw/{taken[0]}.json); results are never overwritten: set SSD_RUN_DIR to a new "
+                          "directory, or leave it unset (a new one per run)")
+    return directory
 
 
 def _umask() -> int:
@@ -92,14 +120,19 @@ def write_json_atomic(path: Path, payload: object, *, overwrite: bool = False) -
 class ResultsFile:
     """Collects the cases of one suite run and writes them as ``<run_dir>/raw/<suite>.json``."""
 
-    def __init__(self, suite: str, directory: Path | None = None) -> None:
+    def __init__(self, suite: str, directory: Path | None = None, *, check: bool = False) -> None:
+        """``check``: make sure now, before any work, that the run directory can take this file
+        (:func:`check_run_dir`)."""
         if suite not in SUITES:
             raise ValueError(f"suite must be one of {SUITES}; got {suite!r}")
         self.suite = suite
         self.directory = directory or run_dir()
+        if check:
+            check_run_dir(self.directory, (suite,))
         self.created = now_iso()
         self.cases: list[dict[str, object]] = []
         self._checkpoint_env: dict[str, object] | None = None  # read at the first checkpoint
+        self.interrupted: str | None = None  # the signal that stopped the run, when one did
 
     def add(self, case: dict[str, object]) -> None:
         for key in ("id", "impl", "status"):
@@ -138,9 +171,11 @@ class ResultsFile:
         return write_json_atomic(self.partial_path, payload, overwrite=True)
 
     def write(self, **extra: object) -> Path:
-        """Write the file; ``extra`` adds suite-specific top-level fields (e.g. the benchmark's ceilings)."""
-        path = write_json_atomic(self.directory / "raw" / f"{self.suite}.json",
-                                 self._payload(self._environment(), extra))
+        """Write the file; ``extra`` adds suite-specific top-level fields (e.g. the benchmark's ceilings). After a
+        checkpoint, the environment read then is reused when the run was interrupted (``interrupted`` in
+        ``extra``): reading it again takes seconds a stopping process may not have."""
+        env = self._checkpoint_env if extra.get("interrupted") and self._checkpoint_env else self._environment()
+        path = write_json_atomic(self.directory / "raw" / f"{self.suite}.json", self._payload(env, extra))
         written.append(path)
         self.partial_path.unlink(missing_ok=True)
         with contextlib.suppress(OSError):  # only if empty: another suite's checkpoint may be there

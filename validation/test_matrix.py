@@ -1,12 +1,23 @@
-"""The matrix's scheduling: cases split over children that run at once, records back in the order asked."""
+"""The matrix's scheduling: cases split over children that run at once, records back in the order asked; a
+stopped matrix (SIGTERM, SIGINT, Ctrl-C) writes what finished and leaves no process; the run directory is
+checked before the first case."""
 
 from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
 from reference import ProblemSpec
 from validation import matrix
 from validation.matrix import BIG_ELEMENTS, Task
+from validation.provenance import ROOT
 
 
 def _task(tag: str, impl: str, **change: object) -> Task:
@@ -51,3 +62,82 @@ def test_children_at_once_return_every_record_in_the_order_asked() -> None:
     assert [r["id"] for r in records] == [t.case_id for t in tasks]
     assert [r["status"] for r in records] == ["pass"] * 3, records
     assert "  3 runs in 2 processes at once" in lines
+
+
+def _processes_naming(text: str) -> list[str]:
+    """The command lines of the processes (other than this one) that mention ``text``: here, a test's tmp_path."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline:
+            found.append(f"{proc.name}: {cmdline}")
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="needs /proc to find the children")
+@pytest.mark.parametrize("signame,to", [("SIGTERM", "parent"), ("SIGINT", "parent"), ("SIGINT", "group")],
+                         ids=["sigterm_to_parent", "sigint_to_parent", "ctrl_c_to_group"])
+def test_a_stopped_matrix_writes_what_finished_and_leaves_no_process(signame: str, to: str, tmp_path: Path) -> None:
+    """The correctness matrix of the float64 chunked reference (32 CPU cases), stopped once a case has finished:
+    SIGTERM as `timeout` and CI runners send it, SIGINT to the parent, and Ctrl-C (SIGINT to the whole process
+    group). The results file holds every finished case and the rest as not-run, interrupted; the parent exits
+    128 + the signal; no child and no temporary folder outlives it."""
+    run_dir, scratch = tmp_path / "run", tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**os.environ, "SSD_RUN_DIR": str(run_dir), "TMPDIR": str(scratch), "PYTHONHASHSEED": "0"}
+    parent = subprocess.Popen([sys.executable, "-m", "validation.matrix", "correctness", "--impl",
+                               "reference-chunked", "--jobs", "2"], cwd=ROOT, env=env, start_new_session=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    partial = run_dir / "partial" / "correctness.json"
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and parent.poll() is None:
+        try:
+            if any(c["status"] == "pass" for c in json.loads(partial.read_text())["cases"]):
+                break
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.2)
+    assert parent.poll() is None, f"the matrix ended before it could be stopped: {parent.communicate()[0][-2000:]}"
+    signum = getattr(signal, signame)
+    if to == "group":
+        os.killpg(parent.pid, signum)
+    else:
+        parent.send_signal(signum)
+    try:
+        out, _ = parent.communicate(timeout=90)
+    except subprocess.TimeoutExpired:
+        os.killpg(parent.pid, signal.SIGKILL)
+        raise AssertionError(f"the matrix parent did not stop within 90 s of {signame}") from None
+    assert parent.returncode == 128 + signum, out[-3000:]
+    data = json.loads((run_dir / "raw" / "correctness.json").read_text())
+    assert data["interrupted"] == signame
+    statuses = {c["id"]: c["status"] for c in data["cases"]}
+    asked = [t.case_id for t in matrix.tasks_for("correctness", ("reference-chunked",))]
+    assert sorted(statuses) == sorted(asked), "a case is missing from the stopped run's results"
+    assert "pass" in statuses.values() and "crashed" not in statuses.values(), statuses
+    stopped = [c for c in data["cases"] if c["status"] == "not-run" and c["reason"].startswith("interrupted")]
+    assert stopped and all(signame in c["reason"] for c in stopped), data["cases"]
+    assert not (run_dir / "partial" / "correctness.json").exists(), "the checkpoint outlived the results file"
+    time.sleep(0.5)
+    assert not _processes_naming(str(tmp_path)), "a child outlived the stopped matrix"
+    assert not list(scratch.glob("ssd-matrix-*")), "a temporary folder outlived the stopped matrix"
+
+
+def test_the_run_directory_is_checked_before_any_case(tmp_path: Path) -> None:
+    """A run directory that already holds this suite's results file: refused at once, in one line, exit 2."""
+    run_dir = tmp_path / "run"
+    (run_dir / "raw").mkdir(parents=True)
+    (run_dir / "raw" / "correctness.json").write_text("{}")
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "validation.matrix", "correctness", "--impl", "reference-chunked"],
+                          cwd=ROOT, env={**os.environ, "SSD_RUN_DIR": str(run_dir)}, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "already holds results of correctness (raw/correctness.json)" in done.stderr
+    assert "Traceback" not in done.stderr and not (run_dir / "partial").exists()
+    assert time.monotonic() - start < 60

@@ -351,7 +351,8 @@ def test_unknown_schema_is_refused(tmp_path: Path) -> None:
     suites = _suites()
     suites["benchmark"]["schema_version"] = 2
     directory = _write_run(tmp_path / "run", suites)
-    with pytest.raises(ReportError, match=r"benchmark\.json: schema_version 2 is not one this renderer knows"):
+    known = r"benchmark\.json: schema_version: expected one this reader knows \(1\), got 2"
+    with pytest.raises(ReportError, match=known):
         load_run(directory)
     assert render.main([str(directory), "--out", str(tmp_path / "out")]) == 2
     assert not (tmp_path / "out").exists(), "a refused run still wrote a report"

@@ -1,0 +1,250 @@
+"""The results contract (docs/design.md, "Results contract") as code: its constants, defined here once, and the
+validator every reader of a results file goes through.
+
+Writers (``validation.results.ResultsFile``) build records with these constants; readers (the report, its
+comparison, the run summary) load a file with :func:`load_results`, which refuses anything that does not fit
+the contract with one line naming the file, the field and the value (:class:`SchemaError`). What a reader
+gets back is then safe to format: every number is finite-or-a-NaN/Inf string and within float range, every
+shape a positive int, every status known, every version and commit a safe name.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+__all__ = ["COMMIT_PATTERN", "HEADLINE", "KNOWN_SCHEMA_VERSIONS", "SCHEMA_VERSION", "SHAPE_KEYS", "STATUSES",
+           "SUITES", "SUITE_VERSION_PATTERN", "SchemaError", "check_results", "load_results"]
+
+SCHEMA_VERSION = 1
+KNOWN_SCHEMA_VERSIONS = (1,)
+# In the order a run makes them (and a report and a summary list them).
+SUITES = ("compile", "reference", "correctness", "stability", "benchmark")
+STATUSES = ("pass", "fail", "unsupported", "crashed", "not-run")
+SHAPE_KEYS = ("batch", "seqlen", "nheads", "headdim", "ngroups", "dstate", "chunk_size")
+# The post's headline shape: batch 4, 16384 tokens, 8 heads, headdim 64, dstate 128, chunk 128.
+HEADLINE = {"batch": 4, "seqlen": 16384, "nheads": 8, "headdim": 64, "ngroups": 1, "dstate": 128, "chunk_size": 128}
+# A suite version becomes part of a folder name: digits and dots, with an optional PEP 440 pre/post/dev tail.
+SUITE_VERSION_PATTERN = re.compile(r"^\d{1,6}(\.\d{1,6}){1,3}((a|b|rc|\.post|\.dev)\d{1,6})*$")
+COMMIT_PATTERN = re.compile(r"^[0-9a-f]{7,64}$")
+NUMBER_STRINGS = ("nan", "inf", "-inf")
+# Case fields holding a measured number (or its NaN/Inf string, or null with a reason).
+CASE_NUMBERS = ("y_rel_l2", "y_max_abs", "y_max_abs_over_peak", "state_rel_l2", "state_max_abs",
+                "state_max_abs_over_peak", "first_call_s", "compile_s", "floor_us", "duration_s", "wall_s")
+TIMING_FIELDS = ("kernel_us", "wall_us")
+MAX_TEXT = 100_000  # a reason or id longer than this is not a record but a mistake
+
+
+class SchemaError(ValueError):
+    """A results file that does not fit the contract: the message names the file, the field and the value."""
+
+
+def _show(value: object) -> str:
+    if isinstance(value, int) and abs(value) >= 10**30:
+        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+class _Checker:
+    def __init__(self, path: Path | str) -> None:
+        self.path = path
+
+    def fail(self, field: str, expected: str, value: object) -> SchemaError:
+        return SchemaError(f"{self.path}: {field}: expected {expected}, got {_show(value)}")
+
+    def text(self, field: str, value: object, *, empty: bool = False) -> str:
+        if not isinstance(value, str) or (not empty and not value) or len(value) > MAX_TEXT:
+            raise self.fail(field, "a non-empty string" if not empty else "a string", value)
+        return value
+
+    def opt_text(self, field: str, value: object) -> None:
+        if value is not None:
+            self.text(field, value, empty=True)
+
+    def integer(self, field: str, value: object, *, low: int | None = None) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or abs(value) > 2**63:
+            raise self.fail(field, "an integer", value)
+        if low is not None and value < low:
+            raise self.fail(field, f"an integer >= {low}", value)
+        return value
+
+    def number(self, field: str, value: object) -> None:
+        """A JSON number within float range, or "nan"/"inf"/"-inf", or null."""
+        if value is None or value in NUMBER_STRINGS:
+            return
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self.fail(field, 'a number, "nan", "inf", "-inf" or null', value)
+        if isinstance(value, int) and abs(value) > 2**1000 or isinstance(value, float) and not math.isfinite(value):
+            raise self.fail(field, "a number within float range", value)
+
+    def mapping(self, field: str, value: object, *, null: bool = False) -> dict[str, Any]:
+        if value is None and null:
+            return {}
+        if not isinstance(value, dict):
+            raise self.fail(field, "an object" + (" or null" if null else ""), value)
+        return value
+
+    def text_map(self, field: str, value: object) -> None:
+        for key, item in self.mapping(field, value, null=True).items():
+            self.opt_text(f"{field}.{key}", item)
+
+    def time(self, field: str, value: object) -> None:
+        text = self.text(field, value)
+        try:
+            datetime.fromisoformat(text)
+        except ValueError:
+            raise self.fail(field, "an ISO 8601 time", value) from None
+
+    def deep_numbers(self, field: str, value: object, depth: int = 0) -> None:
+        """Anywhere in ``value``: no integer beyond float range (it would overflow where formatted)."""
+        if depth > 32:
+            raise self.fail(field, "nesting at most 32 deep", "deeper")
+        if isinstance(value, int) and not isinstance(value, bool):
+            self.number(field, value)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                self.deep_numbers(f"{field}.{key}", item, depth + 1)
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                self.deep_numbers(f"{field}[{i}]", item, depth + 1)
+
+    def timing(self, field: str, value: object) -> None:
+        stats = self.mapping(field, value, null=True)
+        for key in ("median", "p10", "p90", "rel_std", "mean", "min", "max"):
+            self.number(f"{field}.{key}", stats.get(key))
+        if stats.get("reps") is not None:
+            self.integer(f"{field}.reps", stats["reps"], low=0)
+        samples = stats.get("samples")
+        if samples is not None:
+            if not isinstance(samples, list):
+                raise self.fail(f"{field}.samples", "a list of numbers", samples)
+            for i, item in enumerate(samples):
+                self.number(f"{field}.samples[{i}]", item)
+
+    def case(self, i: int, case: object) -> None:
+        where = f"cases[{i}]"
+        c = self.mapping(where, case)
+        cid = self.text(f"{where}.id", c.get("id"))
+        where = f"cases[{i}] ({cid[:60]})"
+        self.text(f"{where}.impl", c.get("impl"))
+        status = c.get("status")
+        if status not in STATUSES:
+            raise self.fail(f"{where}.status", f"one of {', '.join(STATUSES)}", status)
+        if status != "pass":
+            self.text(f"{where}.reason", c.get("reason"))
+        else:
+            self.opt_text(f"{where}.reason", c.get("reason"))
+        if "shape" in c:
+            shape = self.mapping(f"{where}.shape", c["shape"], null=True)
+            for key, value in shape.items():
+                if key in SHAPE_KEYS:
+                    self.integer(f"{where}.shape.{key}", value, low=1)
+        for key in ("dtype", "regime", "variant", "tag", "oracle", "matmul"):
+            if not isinstance(c.get(key), str | None):
+                raise self.fail(f"{where}.{key}", "a string or null", c[key])
+        for key in ("seed", "nonfinite", "triton_tuned_at"):
+            if c.get(key) is not None:
+                self.integer(f"{where}.{key}", c[key], low=0)
+        for key in CASE_NUMBERS:
+            self.number(f"{where}.{key}", c.get(key))
+        for key in TIMING_FIELDS:
+            self.timing(f"{where}.{key}", c.get(key))
+        self.text_map(f"{where}.null_reasons", c.get("null_reasons"))
+        if "tolerance" in c:
+            for quantity, row in self.mapping(f"{where}.tolerance", c["tolerance"], null=True).items():
+                row = self.mapping(f"{where}.tolerance.{quantity}", row)
+                for key in ("rel_l2", "max_abs"):
+                    self.number(f"{where}.tolerance.{quantity}.{key}", row.get(key))
+                self.opt_text(f"{where}.tolerance.{quantity}.reason", row.get("reason"))
+        if "tilegym_tuning" in c and not isinstance(c["tilegym_tuning"], list | None):
+            raise self.fail(f"{where}.tilegym_tuning", "a list or null", c["tilegym_tuning"])
+
+    def environment(self, value: object) -> None:
+        env = self.mapping("environment", value, null=True)
+        if env.get("suite_version") is not None:
+            self.suite_version("environment.suite_version", env["suite_version"])
+        commit = env.get("git_commit")
+        if commit is not None and not (isinstance(commit, str) and COMMIT_PATTERN.match(commit)):
+            raise self.fail("environment.git_commit", "null or 7-64 lowercase hex digits", commit)
+        if not isinstance(env.get("git_dirty"), bool | None):
+            raise self.fail("environment.git_dirty", "true, false or null", env["git_dirty"])
+        for key in ("gpu_name", "compute_capability", "driver", "torch", "container_image"):
+            if env.get(key) is not None and not isinstance(env[key], str | int | float):
+                raise self.fail(f"environment.{key}", "a string, a number or null", env[key])
+        self.text_map("environment.null_reasons", env.get("null_reasons"))
+
+    def suite_version(self, field: str, value: object) -> str:
+        if not isinstance(value, str) or not SUITE_VERSION_PATTERN.match(value):
+            raise self.fail(field, "a version such as 0.1.0 (digits and dots; it names a folder)", value)
+        return value
+
+
+def check_results(payload: object, path: Path | str, suite: str | None = None) -> dict[str, Any]:
+    """``payload`` (a parsed results file) if it fits the contract, else :class:`SchemaError`; ``suite`` is what
+    the file's name says it holds."""
+    check = _Checker(path)
+    data = check.mapping("the file", payload)
+    version = data.get("schema_version")
+    if isinstance(version, bool) or version not in KNOWN_SCHEMA_VERSIONS:
+        raise check.fail("schema_version", f"one this reader knows ({', '.join(map(str, KNOWN_SCHEMA_VERSIONS))})",
+                         version)
+    if data.get("suite") not in SUITES:
+        raise check.fail("suite", f"one of {', '.join(SUITES)}", data.get("suite"))
+    if suite is not None and data["suite"] != suite:
+        raise check.fail("suite", f"{suite!r}, as the file's name says", data["suite"])
+    check.time("created", data.get("created"))
+    if data.get("finished") is not None:
+        check.time("finished", data["finished"])
+    check.environment(data.get("environment"))
+    env_version = (data.get("environment") or {}).get("suite_version")
+    check.suite_version("suite_version", data.get("suite_version") or env_version)
+    if "summary" in data:
+        for key, value in check.mapping("summary", data["summary"], null=True).items():
+            check.integer(f"summary.{key}", value, low=0)
+    cases = data.get("cases")
+    if not isinstance(cases, list):
+        raise check.fail("cases", "a list of case objects", cases)
+    for i, case in enumerate(cases):
+        check.case(i, case)
+    notes = data.get("notes")
+    if notes is not None and not (isinstance(notes, list) and all(isinstance(n, str) for n in notes)):
+        raise check.fail("notes", "a list of strings", notes)
+    for key in ("compile_phase", "triton_tuning", "published_ratios", "ceilings"):
+        if data.get(key) is not None:
+            check.mapping(key, data[key])
+    phase = data.get("compile_phase") or {}
+    if phase.get("failed") is not None:
+        check.text_map("compile_phase.failed", phase["failed"])
+    points = (data.get("published_ratios") or {}).get("points")
+    if isinstance(points, list):
+        for i, point in enumerate(points):
+            point = check.mapping(f"published_ratios.points[{i}]", point)
+            for key in ("seqlen", "dstate"):
+                check.integer(f"published_ratios.points[{i}].{key}", point.get(key), low=1)
+            if point.get("ratio") is None:
+                raise check.fail(f"published_ratios.points[{i}].ratio", "a number", None)
+            check.number(f"published_ratios.points[{i}].ratio", point.get("ratio"))
+    if isinstance(data.get("tilegym_tuning"), list | int | float | bool):
+        raise check.fail("tilegym_tuning", "an object or a string", data["tilegym_tuning"])
+    check.deep_numbers("the file", data)
+    return data
+
+
+def load_results(path: Path, suite: str | None = None) -> tuple[dict[str, Any], bytes]:
+    """Read and check one results file: (its payload, its bytes); :class:`SchemaError` when it does not fit."""
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise SchemaError(f"{path}: cannot read it ({err.strerror})") from None
+    try:
+        payload = json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as err:
+        raise SchemaError(f"{path}: not valid JSON ({err})") from None
+    except ValueError as err:  # e.g. an integer literal past Python's digit limit
+        raise SchemaError(f"{path}: not usable JSON ({err})") from None
+    return check_results(payload, path, suite), data
