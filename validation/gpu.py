@@ -11,7 +11,8 @@ from reference import ProblemSpec, SSDInputs, ssd_chunked, ssd_recurrent
 from validation.compare import Errors, errors
 from validation.tolerances import Tolerance, tolerance_for
 
-__all__ = ["HAS_CUDA", "NO_CUDA_REASON", "Verdict", "judge", "oracle", "processes_at_once"]
+__all__ = ["HAS_CUDA", "NO_CUDA_REASON", "Verdict", "judge", "lane_devices", "oracle", "processes_at_once",
+           "visible_gpus"]
 
 HAS_CUDA = torch.cuda.is_available()
 NO_CUDA_REASON = "not run: no CUDA device (torch.cuda.is_available() is False)"
@@ -25,6 +26,22 @@ def processes_at_once() -> int:
     """How many processes a suite runs at once where compiling is the cost: half the CPUs (each process
     also runs kernels), at most 8."""
     return max(1, min(8, (os.cpu_count() or 2) // 2))
+
+
+def visible_gpus(device_count: int | None = None, env: dict[str, str] | None = None) -> list[str]:
+    """The GPUs this process may use, each as a ``CUDA_VISIBLE_DEVICES`` entry that selects it alone: the
+    entries of that variable when it is set (as many as CUDA counts), else ``0 .. device_count - 1``. None
+    without CUDA. ``device_count`` and ``env`` stand in for the machine's in tests."""
+    env = os.environ if env is None else env
+    count = (torch.cuda.device_count() if HAS_CUDA else 0) if device_count is None else device_count
+    listed = [d.strip() for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    return listed[:count] if "CUDA_VISIBLE_DEVICES" in env else [str(i) for i in range(count)]
+
+
+def lane_devices(lanes: int, gpus: list[str]) -> list[dict[str, str]]:
+    """What each of ``lanes`` worker processes adds to its environment so that the workers spread over ``gpus``:
+    lane i gets GPU i mod len(gpus), alone (``CUDA_VISIBLE_DEVICES``). Nothing without GPUs."""
+    return [{"CUDA_VISIBLE_DEVICES": gpus[i % len(gpus)]} if gpus else {} for i in range(lanes)]
 
 
 def oracle(spec: ProblemSpec, inputs: SSDInputs) -> tuple[torch.Tensor, torch.Tensor, str]:

@@ -41,7 +41,15 @@ from pathlib import Path
 import torch
 
 from reference import ProblemSpec
-from validation.gpu import HAS_CUDA, RECURRENT_MAX_SEQLEN, judge, oracle, processes_at_once
+from validation.gpu import (
+    HAS_CUDA,
+    RECURRENT_MAX_SEQLEN,
+    judge,
+    lane_devices,
+    oracle,
+    processes_at_once,
+    visible_gpus,
+)
 from validation.registry import IMPLS
 from validation.results import ResultsFile, RunDirError
 from validation.summary import describe
@@ -419,16 +427,20 @@ def _lanes(tasks: list[Task], jobs: int) -> list[list[Task]]:
 
 
 def _run_lanes(tasks: list[Task], log, jobs: int, env: dict[str, str] | None = None, *, stop: Stop | None = None,
-               done=None) -> list[dict[str, object]]:
+               done=None, gpus: list[str] | None = None) -> list[dict[str, object]]:
     """Run the tasks in up to ``jobs`` children at once (each lane as ``_run_in_children`` runs it: a crash
     costs one case) and return their records in the order of ``tasks``; ``done`` and ``stop`` as there
-    (``done`` is called from the lanes' threads, one at a time)."""
+    (``done`` is called from the lanes' threads, one at a time). The lanes spread over every visible GPU
+    (``gpus``, default ``visible_gpus()``), at least one lane per GPU: lane i runs on GPU i mod their number."""
     if not tasks:
         return []
     stop = stop or Stop()
-    lanes = _lanes(tasks, jobs)
+    gpus = visible_gpus() if gpus is None else gpus
+    lanes = _lanes(tasks, max(jobs, len(gpus)))
+    devices = lane_devices(len(lanes), gpus)
     if len(lanes) > 1:
-        log(f"  {len(tasks)} runs in {len(lanes)} processes at once")
+        log(f"  {len(tasks)} runs in {len(lanes)} processes at once"
+            + (f" over {len(set(gpus[:len(lanes)]))} GPUs" if gpus else ""))
     lock = threading.Lock()
 
     def one_at_a_time(record: dict[str, object]) -> None:
@@ -437,7 +449,8 @@ def _run_lanes(tasks: list[Task], log, jobs: int, env: dict[str, str] | None = N
 
     report = one_at_a_time if done is not None else None
     with ThreadPoolExecutor(max_workers=len(lanes)) as pool:
-        finished = list(pool.map(lambda lane: _run_in_children(lane, log, env, stop=stop, done=report), lanes))
+        finished = list(pool.map(lambda lane, device: _run_in_children(lane, log, {**(env or {}), **device},
+                                                                        stop=stop, done=report), lanes, devices))
     by_id = {record["id"]: record for records in finished for record in records}
     return [by_id[task.case_id] for task in tasks]
 

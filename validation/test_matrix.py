@@ -141,3 +141,31 @@ def test_the_run_directory_is_checked_before_any_case(tmp_path: Path) -> None:
     assert "already holds results of correctness (raw/correctness.json)" in done.stderr
     assert "Traceback" not in done.stderr and not (run_dir / "partial").exists()
     assert time.monotonic() - start < 60
+
+
+def test_lanes_spread_over_every_visible_gpu() -> None:
+    """A stand-in 4-GPU host (no GPU needed): one lane per GPU at least, lane i on GPU i mod 4, each alone."""
+    from validation.gpu import lane_devices, visible_gpus
+
+    assert visible_gpus(4, {}) == ["0", "1", "2", "3"]
+    assert visible_gpus(2, {"CUDA_VISIBLE_DEVICES": "3,5"}) == ["3", "5"]
+    assert visible_gpus(1, {"CUDA_VISIBLE_DEVICES": "GPU-ab12, 7"}) == ["GPU-ab12"]
+    assert visible_gpus(0, {}) == [] and lane_devices(3, []) == [{}, {}, {}]
+    assert [d["CUDA_VISIBLE_DEVICES"] for d in lane_devices(6, ["0", "1", "2", "3"])] == ["0", "1", "2", "3", "0", "1"]
+    tasks = [_task(f"s{seed}", "reference-chunked", seed=seed) for seed in range(8)]
+    assert len(matrix._lanes(tasks, max(1, len(visible_gpus(4, {}))))) == 4
+
+
+def test_each_lane_runs_on_its_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """_run_lanes hands lane i the environment of GPU i mod the GPUs' number (the children stand in)."""
+    seen: list[tuple[str, str | None]] = []
+
+    def fake_children(lane, log, env=None, *, stop=None, done=None):
+        seen.extend((t.case_id, (env or {}).get("CUDA_VISIBLE_DEVICES")) for t in lane)
+        return [{"id": t.case_id, "status": "pass"} for t in lane]
+
+    monkeypatch.setattr(matrix, "_run_in_children", fake_children)
+    tasks = [_task(f"s{seed}", "reference-chunked", seed=seed) for seed in range(5)]
+    records = matrix._run_lanes(tasks, lambda line: None, jobs=1, gpus=["0", "1"])
+    assert [r["id"] for r in records] == [t.case_id for t in tasks]
+    assert {gpu for _, gpu in seen} == {"0", "1"}, seen
