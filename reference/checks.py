@@ -13,11 +13,12 @@ purpose): dt >= 0 and A < 0 are the caller's contract (docs/design.md, "Input co
 from __future__ import annotations
 
 from collections.abc import Collection
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
 
-__all__ = ["CHUNK_SIZE", "SSDDims", "check_inputs", "FLOAT_DTYPES", "dtype_name"]
+__all__ = ["CHUNK_SIZE", "REFERENCE_LIMITS", "Limits", "SSDDims", "check_inputs", "FLOAT_DTYPES", "dtype_name"]
 
 # The one signature's default chunk: the post's, and what our kernels and TileGym are tuned for.
 CHUNK_SIZE = 128
@@ -31,6 +32,24 @@ _NAMES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32", 
 def dtype_name(dtype: torch.dtype) -> str:
     """Short dtype name used in case ids and results files (``bf16``, ``fp16``, ``fp32``, ``fp64``)."""
     return _NAMES.get(dtype, str(dtype).removeprefix("torch."))
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one implementation can take, declared once beside its forward (its ``LIMITS``).
+
+    The forward refuses what lies outside; ``validation.registry`` reads the same object to record such a
+    case ``unsupported`` with the limit that rules it out.
+    """
+
+    needs_cuda: bool
+    dtypes: tuple[str, ...]                      # of x, B and C (dtype_name's names)
+    chunk_sizes: tuple[int, ...] | None = None   # None: any chunk_size >= 1
+    ragged: bool = True                          # seqlen need not be a multiple of chunk_size
+    headdims: tuple[int, ...] | None = None      # None: any
+    dstates: tuple[int, ...] | None = None       # None: any
+    max_batch: int | None = None                 # None: any
+    int64_indexing: bool = True                  # False: refuses tensors past 2**31 elements
 
 
 class SSDDims(NamedTuple):
@@ -160,3 +179,7 @@ def check_inputs(
             if v.dim() and v.stride(-1) != 1 and v.shape[-1] != 1:
                 _fail(who, f"{k} has strides {v.stride()}; expected stride 1 in its last dimension")
     return SSDDims(batch, seqlen, nheads, headdim, ngroups, dstate)
+
+
+# The float64 references take every float dtype, float64 too, on any device, at any shape.
+REFERENCE_LIMITS = Limits(needs_cuda=False, dtypes=tuple(dtype_name(d) for d in (*FLOAT_DTYPES, torch.float64)))

@@ -1,19 +1,25 @@
 """One registry: an implementation's name, its entry point, and what it can take.
 
 Suites parametrize over it. A case an implementation cannot take is recorded ``unsupported`` with
-the capability that rules it out; nothing is silently skipped. Entry points are imported on first
-use, so the registry itself imports on any machine.
+the capability that rules it out; nothing is silently skipped. What each takes is the ``LIMITS`` it
+declares beside its forward (``reference.checks.Limits``), read here and stated nowhere else. Entry
+points are imported on first use (the limits import no kernel), so the registry imports on any machine.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 
+from kernels.cutile import LIMITS as CUTILE
+from kernels.tilegym import LIMITS as TILEGYM
+from kernels.triton import LIMITS as TRITON
 from reference import ProblemSpec
+from reference.checks import REFERENCE_LIMITS, Limits
 
 __all__ = ["IMPLS", "Impl"]
 
@@ -24,14 +30,8 @@ SSDForward = Callable[..., tuple[torch.Tensor, torch.Tensor]]
 class Impl:
     name: str
     entry: str                          # "module:function"
-    needs_cuda: bool
-    dtypes: tuple[str, ...]
+    limits: Limits                      # what it takes: the implementation's own LIMITS
     matmul: dict[str, str]              # dtype -> precision its matmuls run in (the tolerance key)
-    chunk_sizes: tuple[int, ...] | None = None   # None: any
-    ragged: bool = True                 # seqlen need not be a multiple of chunk_size
-    headdims: tuple[int, ...] | None = None
-    dstates: tuple[int, ...] | None = None
-    int64_indexing: bool = True         # tensors past 2**31 elements
     interpreter: bool = False           # Triton under TRITON_INTERPRET=1: CPU machines only, tiny shapes
     notes: tuple[str, ...] = field(default=())
 
@@ -41,7 +41,7 @@ class Impl:
 
     def not_run_reason(self, *, has_cuda: bool) -> str | None:
         """Why this implementation cannot run on this machine (None: it can)."""
-        if self.needs_cuda and not has_cuda:
+        if self.limits.needs_cuda and not has_cuda:
             return f"{self.name} needs a CUDA device; torch.cuda.is_available() is False"
         if self.interpreter and has_cuda:
             return (f"{self.name} stands in for the compiled Triton baseline where no GPU is; here the "
@@ -53,49 +53,44 @@ class Impl:
         if self.interpreter and spec.dtype == "bf16":
             return (f"{self.name}: the interpreter's bf16 tl.dot is wrong "
                     "(https://github.com/triton-lang/triton/issues/11584); bf16 Triton numerics need a GPU")
-        if spec.dtype not in self.dtypes:
-            return f"{self.name} takes x/B/C in {', '.join(self.dtypes)}; the case is {spec.dtype}"
-        if self.chunk_sizes is not None and spec.chunk_size not in self.chunk_sizes:
-            return f"{self.name} takes chunk_size in {self.chunk_sizes}; the case has {spec.chunk_size}"
-        if not self.ragged and spec.seqlen % spec.chunk_size:
+        limits = self.limits
+        if spec.dtype not in limits.dtypes:
+            return f"{self.name} takes x/B/C in {', '.join(limits.dtypes)}; the case is {spec.dtype}"
+        if limits.chunk_sizes is not None and spec.chunk_size not in limits.chunk_sizes:
+            return f"{self.name} takes chunk_size in {limits.chunk_sizes}; the case has {spec.chunk_size}"
+        if not limits.ragged and spec.seqlen % spec.chunk_size:
             return f"{self.name} needs seqlen a multiple of chunk_size; the case has {spec.seqlen} % {spec.chunk_size}"
-        if self.headdims is not None and spec.headdim not in self.headdims:
-            return f"{self.name} takes headdim in {self.headdims}; the case has {spec.headdim}"
-        if self.dstates is not None and spec.dstate not in self.dstates:
-            return f"{self.name} takes dstate in {self.dstates}; the case has {spec.dstate}"
-        if not self.int64_indexing and spec.numel_x >= 2**31:
+        if limits.headdims is not None and spec.headdim not in limits.headdims:
+            return f"{self.name} takes headdim in {limits.headdims}; the case has {spec.headdim}"
+        if limits.dstates is not None and spec.dstate not in limits.dstates:
+            return f"{self.name} takes dstate in {limits.dstates}; the case has {spec.dstate}"
+        if limits.max_batch is not None and spec.batch > limits.max_batch:
+            return f"{self.name} takes batch up to {limits.max_batch}; the case has {spec.batch}"
+        if not limits.int64_indexing and spec.numel_x >= 2**31:
             return f"{self.name} indexes with int32; x has {spec.numel_x} elements (>= 2**31)"
         return None
 
 
 def _references() -> dict[str, Impl]:
-    any_dtype = ("bf16", "fp16", "fp32", "fp64")
-    return {
-        "reference-recurrent": Impl("reference-recurrent", "reference:ssd_recurrent", False, any_dtype,
-                                    dict.fromkeys(any_dtype, "ieee")),
-        "reference-chunked": Impl("reference-chunked", "reference:ssd_chunked", False, any_dtype,
-                                  dict.fromkeys(any_dtype, "ieee")),
-    }
+    return {name: Impl(name, f"reference:{entry}", REFERENCE_LIMITS, dict.fromkeys(REFERENCE_LIMITS.dtypes, "ieee"))
+            for name, entry in (("reference-recurrent", "ssd_recurrent"), ("reference-chunked", "ssd_chunked"))}
 
+
+_GPU_MATMUL = {"bf16": "bf16", "fp16": "fp16", "fp32": "tf32"}
 
 IMPLS: dict[str, Impl] = {
-    "cutile": Impl(
-        "cutile", "kernels.cutile:ssd_fwd_cutile", needs_cuda=True, dtypes=("bf16", "fp16", "fp32"),
-        matmul={"bf16": "bf16", "fp16": "fp16", "fp32": "tf32"}, chunk_sizes=(64, 128, 256),
-        headdims=(32, 64, 128), dstates=(16, 32, 64, 128, 256, 512)),
+    "cutile": Impl("cutile", "kernels.cutile:ssd_fwd_cutile", CUTILE, dict(_GPU_MATMUL)),
     "triton": Impl(
-        "triton", "kernels.triton:ssd_fwd_triton", needs_cuda=True, dtypes=("bf16", "fp16", "fp32"),
-        matmul={"bf16": "bf16", "fp16": "fp16", "fp32": "tf32"},
+        "triton", "kernels.triton:ssd_fwd_triton", TRITON, dict(_GPU_MATMUL),
         notes=("mamba_ssm 2.3.2.post1 indexes with int32 (mamba issue 1015): cases past 2**31 elements run "
                "and are judged, so the suite can catch the corruption",)),
+    # The same adapter on a CPU: the interpreter needs no GPU, and its bf16 is refused (unsupported_reason).
     "triton-interpreter": Impl(
-        "triton-interpreter", "kernels.triton:ssd_fwd_triton", needs_cuda=False, dtypes=("fp32", "fp16"),
-        matmul={"fp32": "ieee", "fp16": "ieee"}, interpreter=True,
+        "triton-interpreter", "kernels.triton:ssd_fwd_triton",
+        dataclasses.replace(TRITON, needs_cuda=False, dtypes=("fp32", "fp16")),
+        {"fp32": "ieee", "fp16": "ieee"}, interpreter=True,
         notes=("mamba_ssm's Triton kernels under TRITON_INTERPRET=1 on a CPU, at tiny shapes; no bf16: the "
                "interpreter's bf16 tl.dot is wrong (https://github.com/triton-lang/triton/issues/11584)",)),
-    "tilegym": Impl(
-        "tilegym", "kernels.tilegym:ssd_fwd_tilegym", needs_cuda=True, dtypes=("bf16", "fp16", "fp32"),
-        matmul={"bf16": "bf16", "fp16": "fp16", "fp32": "tf32"}, ragged=False),
+    "tilegym": Impl("tilegym", "kernels.tilegym:ssd_fwd_tilegym", TILEGYM, dict(_GPU_MATMUL)),
     **_references(),
 }
-

@@ -85,8 +85,7 @@ def test_compile_phase_runs_every_first_call_in_processes_at_once() -> None:
 def test_forgetting_triton_autotune_choices_empties_every_tuner() -> None:
     from triton import Config
 
-    from kernels.triton import autotune_choices, forget_autotune_choices
-    from kernels.triton.api import _KERNEL_MODULES
+    from validation.bench.triton_tuning import KERNEL_MODULES, autotune_choices, forget_autotune_choices
 
     forget_autotune_choices()  # imports mamba_ssm's kernel modules (decoration only; no GPU needed)
     import mamba_ssm.ops.triton.ssd_chunk_scan as chunk_scan
@@ -99,7 +98,7 @@ def test_forgetting_triton_autotune_choices_empties_every_tuner() -> None:
     assert autotune_choices() == 0
     assert not chunk_scan._chunk_scan_fwd_kernel.cache and not chunk_state._chunk_state_fwd_kernel.cache
     assert forget_autotune_choices() == 0
-    assert {"ssd_chunk_scan", "ssd_chunk_state", "ssd_state_passing", "ssd_bmm"} == set(_KERNEL_MODULES)
+    assert {"ssd_chunk_scan", "ssd_chunk_state", "ssd_state_passing", "ssd_bmm"} == set(KERNEL_MODULES)
 
 
 def test_triton_is_tuned_at_the_headline_length_once_per_dstate(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,14 +3,18 @@
 Needs cuda.tile importable (the compile group), hence the marker; no GPU.
 """
 
+import dataclasses
+
 import pytest
 import torch
 
 from kernels.cutile import api as cutile_api
+from kernels.cutile import tuning
 from kernels.cutile.export import SpecClass, meta_inputs
 from kernels.cutile.tuning import VARIANTS
 from reference.checks import SSDDims
 from reference.problem import ProblemSpec
+from validation.registry import IMPLS
 
 pytestmark = pytest.mark.compile
 
@@ -67,6 +71,36 @@ def test_batch_past_the_grid_limit_is_refused_naming_batch() -> None:
 @pytest.mark.parametrize("dstate", [16, 32, 64, 128, 256, 512])
 def test_supported_sizes_pass_the_kernel_limits(headdim, dstate) -> None:
     cutile_api.check_kernel_limits(SSDDims(batch=2, seqlen=8, nheads=2, headdim=headdim, ngroups=1, dstate=dstate))
+
+
+@pytest.mark.parametrize("batch", [1, 65535, 65536])
+@pytest.mark.parametrize("headdim", [16, 64, 96])
+@pytest.mark.parametrize("dstate", [8, 128, 1024])
+def test_the_registry_refuses_exactly_what_the_forward_refuses(batch, headdim, dstate) -> None:
+    """One declaration (kernels.cutile.LIMITS): the registry's unsupported and the forward's refusal agree."""
+    dims = SSDDims(batch=batch, seqlen=8, nheads=2, headdim=headdim, ngroups=1, dstate=dstate)
+    spec = ProblemSpec(**dims._asdict(), chunk_size=64, dtype="bf16")
+    try:
+        cutile_api.check_kernel_limits(dims)
+        refused = None
+    except ValueError as error:
+        refused = str(error)
+    reason = IMPLS["cutile"].unsupported_reason(spec)
+    assert (reason is None) == (refused is None), f"registry: {reason!r}; forward: {refused!r}"
+
+
+def test_plan_takes_explicit_configs_and_defaults_to_the_choosers() -> None:
+    x, dt, A, B, C, D, h0 = (t.to("meta") if t is not None else None for t in _inputs(seqlen=700, dtype="bf16"))
+    chosen = tuning.choose("sm_90", SSDDims(*x.shape, *B.shape[2:]), x.dtype, 64)
+    default, _, _ = cutile_api.plan_forward(x, dt, A, B, C, D, h0, chunk_size=64, arch="sm_90")
+    given, _, _ = cutile_api.plan_forward(x, dt, A, B, C, D, h0, chunk_size=64, arch="sm_90", configs=chosen)
+    assert [(la.kernel, la.grid) for la in given] == [(la.kernel, la.grid) for la in default]
+    narrow = dataclasses.replace(chosen, segment_apply=dataclasses.replace(chosen.segment_apply, block_p=8))
+    other, _, _ = cutile_api.plan_forward(x, dt, A, B, C, D, h0, chunk_size=64, arch="sm_90", configs=narrow)
+    grids = {la.kernel._pyfunc.__name__: la.grid for la in other}
+    assert grids["_segment_apply_kernel"][0] == 2 * dict(
+        (la.kernel._pyfunc.__name__, la.grid) for la in default)["_segment_apply_kernel"][0], (
+        "headdim 32 in tiles of 8 instead of 16: twice the programs")
 
 
 def test_plan_on_meta_tensors_allocates_outputs_of_the_documented_shapes() -> None:

@@ -9,9 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from kernels.tilegym.api import marked_problem, problem_key
+from reference import ProblemSpec
 from validation.bench import tilegym_tuning
-from validation.bench.tilegym_tuning import TuningStore
+from validation.bench.tilegym_tuning import TuningStore, marked_problem, problem_key
 
 VERSIONS = {"device": "synthetic-test-gpu", "tilegym": "1.5.1", "cuda_tile": "1.5.0"}
 PROBLEM = problem_key("bf16", 4, 16384, 8, 64, 1, 128, 128, contiguous=True)
@@ -117,7 +117,7 @@ def test_misuse_is_refused_clearly(tmp_path: Path) -> None:
         with _use("fast", tmp_path, FakeMamba2()):
             pass
     module = FakeMamba2()
-    with _use("tune", tmp_path, module), pytest.raises(RuntimeError, match="not made through"):
+    with _use("tune", tmp_path, module), pytest.raises(RuntimeError, match="outside its mamba2_chunk_forward"):
         module.forward()
     assert module.exhaustive_search is module.real, "restored after an error too"
     (tmp_path / "bad.json").write_text(json.dumps({"format": "other/9", "entries": []}))
@@ -138,22 +138,32 @@ def test_merge_puts_several_tuning_runs_into_one_table(tmp_path: Path, capsys) -
 
 
 def test_each_problem_starts_with_empty_tilegym_caches(tmp_path: Path) -> None:
-    """TileGym's chunk-cumsum cache key ignores dstate; every problem must still get its own lookup."""
+    """TileGym's chunk-cumsum cache key ignores dstate; every problem, read from the forward's arguments, must
+    still get its own lookup."""
     module = FakeMamba2(best=1)
+    problems = []
 
-    def mamba2_chunk_forward() -> SimpleNamespace:  # caches its choice in the process, as TileGym does
-        cache = module._compute_out_tune_cache
+    def mamba2_chunk_forward(x, a, b, c, d, dt, init_state, chunk_size=64) -> SimpleNamespace:
+        problems.append(tilegym_tuning.current_problem())
+        cache = module._compute_out_tune_cache  # caches its choice in the process, as TileGym does
         if "cfg" not in cache:
             cache["cfg"] = module.forward()
         return cache["cfg"]
 
+    def args(dstate: int) -> tuple:  # in the order kernels.tilegym.ssd_fwd_tilegym passes them
+        x, dt, A, B, C, D, h0 = ProblemSpec(batch=1, seqlen=16, nheads=2, headdim=4, ngroups=1, dstate=dstate,
+                                            chunk_size=8, dtype="fp32", regime="typical", seed=0,
+                                            with_D=True, with_initial_state=True).make_inputs("cpu").as_args()
+        return x, A, B, C, D, dt, h0
+
     module.mamba2_chunk_forward = mamba2_chunk_forward
-    first, second = PROBLEM + " n1", PROBLEM + " n2"
+    first, second = args(4), args(8)
     with _use("tune", tmp_path, module):
-        for key in (first, first, second):
-            with marked_problem(key):
-                module.mamba2_chunk_forward()
+        for call in (first, first, second):
+            module.mamba2_chunk_forward(*call, chunk_size=8)
         assert module.mamba2_chunk_forward is not mamba2_chunk_forward
     assert module.mamba2_chunk_forward is mamba2_chunk_forward, "TileGym's forward is put back on exit"
     assert module.searches == 2, "one search per problem: none for the repeated one, one for the new one"
-    assert tilegym_tuning.decisions(second)[0]["source"].startswith("tuned in this run")
+    assert problems == [problem_key("fp32", 1, 16, 2, 4, 1, n, 8, contiguous=True) for n in (4, 4, 8)]
+    assert tilegym_tuning.decisions(problems[-1])[0]["source"].startswith("tuned in this run")
+    assert tilegym_tuning.current_problem() is None

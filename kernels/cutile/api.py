@@ -11,30 +11,27 @@ from kernels.cutile import tuning
 from kernels.cutile._launch import Launch
 from kernels.cutile.chunk_cumsum import chunk_cumsum
 from kernels.cutile.chunk_out import chunk_out
+from kernels.cutile.limits import LIMITS
 from kernels.cutile.segment_state import segment_state
 from kernels.cutile.state_pass import state_pass
-from kernels.cutile.tuning import VARIANTS, Variant
+from kernels.cutile.tuning import VARIANTS, Configs, Variant
 from reference.checks import SSDDims, check_inputs
 
-__all__ = ["ssd_fwd_cutile", "ssd_fwd_cutile_variant", "check_kernel_limits", "plan_forward", "CHUNK_SIZES",
-           "HEADDIMS", "DSTATES"]
+__all__ = ["ssd_fwd_cutile", "ssd_fwd_cutile_variant", "check_kernel_limits", "plan_forward"]
 
 _WHO = "ssd_fwd_cutile"
-CHUNK_SIZES = (64, 128, 256)
-HEADDIMS = (32, 64, 128)
-DSTATES = (16, 32, 64, 128, 256, 512)
-_MAX_GRID_Y = 65535  # CUDA's limit on gridDim.y and gridDim.z; batch runs along one of them
 
 
 def check_kernel_limits(dims: SSDDims) -> None:
-    """Refuse, naming the argument, what the kernels do not tile: they need power-of-two tiles."""
-    if dims.headdim not in HEADDIMS:
-        raise ValueError(f"{_WHO}: x has headdim={dims.headdim} (x.shape[3]); expected one of {list(HEADDIMS)}")
-    if dims.dstate not in DSTATES:
+    """Refuse, naming the argument, what the kernels do not tile (``LIMITS``): they need power-of-two tiles."""
+    if dims.headdim not in LIMITS.headdims:
+        raise ValueError(f"{_WHO}: x has headdim={dims.headdim} (x.shape[3]); "
+                         f"expected one of {list(LIMITS.headdims)}")
+    if dims.dstate not in LIMITS.dstates:
         raise ValueError(f"{_WHO}: B and C have dstate={dims.dstate} (B.shape[3]); expected a power of two "
-                         f"from 16 to 512: one of {list(DSTATES)}")
-    if dims.batch > _MAX_GRID_Y:
-        raise ValueError(f"{_WHO}: x has batch={dims.batch} (x.shape[0]); expected at most {_MAX_GRID_Y} "
+                         f"from 16 to 512: one of {list(LIMITS.dstates)}")
+    if dims.batch > LIMITS.max_batch:
+        raise ValueError(f"{_WHO}: x has batch={dims.batch} (x.shape[0]); expected at most {LIMITS.max_batch} "
                          "(the CUDA grid limit); split the batch")
 
 
@@ -50,8 +47,12 @@ def _dense(t: torch.Tensor | None) -> torch.Tensor | None:
 
 
 def plan_forward(x, dt, A, B, C, D, initial_state, *, chunk_size: int, arch: str,
-                 variant: Variant = VARIANTS["default"]) -> tuple[list[Launch], torch.Tensor, torch.Tensor]:
+                 variant: Variant = VARIANTS["default"],
+                 configs: Configs | None = None) -> tuple[list[Launch], torch.Tensor, torch.Tensor]:
     """Allocate the buffers and plan the launches for checked inputs (any device, meta too).
+
+    ``configs``: every stage's tiles (None: ``tuning.choose``'s for this problem); the variant's ``c_once``
+    still decides chunk_out's.
 
     Intermediates, all on x's device:
         g, dtT  (batch, nheads, nchunks * chunk_size) fp32: log2-scaled in-chunk cumsum of A*dt, and dt,
@@ -62,36 +63,32 @@ def plan_forward(x, dt, A, B, C, D, initial_state, *, chunk_size: int, arch: str
                 the variant "serial-state", by one program per state tile walking every chunk.
     """
     dims = SSDDims(*x.shape, *B.shape[2:])
+    cfgs = configs if configs is not None else tuning.choose(arch, dims, x.dtype, chunk_size)
     wide = variant.int64 == "all"
     x, dt, A, B, C, D, initial_state = (_dense(t) for t in (x, dt, A, B, C, D, initial_state))
-    cumsum_launch, g, dtT = chunk_cumsum(
-        dt, A, chunk_size=chunk_size, cfg=tuning.chunk_cumsum_config(arch, dims, x.dtype, chunk_size),
-        int64_everywhere=wide)
-    out_cfg = dataclasses.replace(tuning.chunk_out_config(arch, dims, x.dtype, chunk_size), c_once=variant.c_once)
+    cumsum_launch, g, dtT = chunk_cumsum(dt, A, chunk_size=chunk_size, cfg=cfgs.chunk_cumsum, int64_everywhere=wide)
+    out_cfg = dataclasses.replace(cfgs.chunk_out, c_once=variant.c_once)
     kind = variant.state if variant.state != "auto" else tuning.state_pass_kind(arch, dims, x.dtype, chunk_size)
     if kind == "serial":
         state_launch, states, final_state = state_pass(
-            x, B, g, dtT, initial_state, chunk_size=chunk_size,
-            cfg=tuning.state_pass_config(arch, dims, x.dtype, chunk_size), int64_everywhere=wide)
+            x, B, g, dtT, initial_state, chunk_size=chunk_size, cfg=cfgs.state_pass, int64_everywhere=wide)
         state_launches = [state_launch]
     else:
         state_launches, states, final_state = segment_state(
-            x, B, g, dtT, initial_state, chunk_size=chunk_size,
-            cfg=tuning.segment_state_config(arch, dims, x.dtype, chunk_size),
-            scan_cfg=tuning.segment_scan_config(arch, dims, x.dtype, chunk_size),
-            apply_cfg=tuning.segment_apply_config(arch, dims, x.dtype, chunk_size), int64_everywhere=wide)
+            x, B, g, dtT, initial_state, chunk_size=chunk_size, cfg=cfgs.segment_state,
+            scan_cfg=cfgs.segment_scan, apply_cfg=cfgs.segment_apply, int64_everywhere=wide)
     out_launch, y = chunk_out(
         x, B, C, g, dtT, states, D, A, chunk_size=chunk_size, cfg=out_cfg, int64_everywhere=wide)
     return [cumsum_launch, *state_launches, out_launch], y, final_state
 
 
-def _forward(x, dt, A, B, C, D, initial_state, chunk_size: int, variant: Variant):
+def _forward(x, dt, A, B, C, D, initial_state, chunk_size: int, variant: Variant, configs: Configs | None = None):
     dims = check_inputs(x, dt, A, B, C, D, initial_state, chunk_size=chunk_size, who=_WHO,
-                        chunk_sizes=CHUNK_SIZES, require_cuda=True)
+                        chunk_sizes=LIMITS.chunk_sizes, require_cuda=LIMITS.needs_cuda)
     check_kernel_limits(dims)
     major, minor = torch.cuda.get_device_capability(x.device)
     launches, y, final_state = plan_forward(x, dt, A, B, C, D, initial_state, chunk_size=chunk_size,
-                                            arch=f"sm_{major}{minor}", variant=variant)
+                                            arch=f"sm_{major}{minor}", variant=variant, configs=configs)
     with torch.cuda.device(x.device):
         stream = torch.cuda.current_stream()
         for launch in launches:
@@ -99,14 +96,15 @@ def _forward(x, dt, A, B, C, D, initial_state, chunk_size: int, variant: Variant
     return y, final_state
 
 
-def ssd_fwd_cutile_variant(name: str):
-    """``ssd_fwd_cutile`` with one of ``tuning.VARIANTS`` (an ablation that undoes one optimization)."""
+def ssd_fwd_cutile_variant(name: str, *, configs: Configs | None = None):
+    """``ssd_fwd_cutile`` with one of ``tuning.VARIANTS`` (an ablation that undoes one optimization), and with
+    ``configs`` for every call's stages if given (``plan_forward``'s; None: the choosers')."""
     if name not in VARIANTS:
         raise ValueError(f"{_WHO}: unknown variant {name!r}; expected one of {sorted(VARIANTS)}")
     variant = VARIANTS[name]
 
     def forward(x, dt, A, B, C, D=None, initial_state=None, chunk_size: int = 128):
-        return _forward(x, dt, A, B, C, D, initial_state, chunk_size, variant)
+        return _forward(x, dt, A, B, C, D, initial_state, chunk_size, variant, configs)
 
     forward.__name__ = f"ssd_fwd_cutile[{name}]"
     return forward

@@ -1,8 +1,9 @@
 """Tile sizes and occupancy of each stage: a frozen dataclass per kernel and the function choosing it.
 
-Heuristics for now, from (arch, dims, dtype); an autotuned table per arch can replace a chooser
-without touching the kernels. Every field here becomes a compile-time constant of its kernel, so
-the export in ``kernels.cutile.export`` walks the same choosers to list what gets compiled.
+Heuristics for now, from (arch, dims, dtype); :func:`choose` gathers every stage's choice into one
+:class:`Configs`, and a caller that explores other tiles passes its own to ``plan_forward(configs=)``.
+Every field here becomes a compile-time constant of its kernel, so the export in
+``kernels.cutile.export`` walks the same choosers to list what gets compiled.
 """
 
 from __future__ import annotations
@@ -176,3 +177,23 @@ def chunk_out_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: i
         # are twice the bytes, so fp32 keeps the narrower step until it is measured.
         return ChunkOutConfig(block_m=block_m, block_p=block_p, block_n=min(dims.dstate, 128), latency=4, occupancy=2)
     return ChunkOutConfig(block_m=block_m, block_p=block_p, block_n=min(dims.dstate, 64), latency=4)
+
+
+@dataclass(frozen=True)
+class Configs:
+    """Every stage's configuration for one problem (the state pass that does not run is ignored)."""
+
+    chunk_cumsum: ChunkCumsumConfig
+    state_pass: StatePassConfig
+    segment_state: SegmentStateConfig
+    segment_scan: SegmentScanConfig
+    segment_apply: SegmentApplyConfig
+    chunk_out: ChunkOutConfig
+
+
+def choose(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> Configs:
+    """The choosers' configuration of every stage for this problem."""
+    args = (arch, dims, dtype, chunk_size)
+    return Configs(chunk_cumsum=chunk_cumsum_config(*args), state_pass=state_pass_config(*args),
+                   segment_state=segment_state_config(*args), segment_scan=segment_scan_config(*args),
+                   segment_apply=segment_apply_config(*args), chunk_out=chunk_out_config(*args))

@@ -1,5 +1,5 @@
 """The Triton baseline: mamba_ssm 2.3.2.post1's ``mamba_chunk_scan_combined`` behind the common signature."""
 
-from kernels.triton.api import autotune_choices, forget_autotune_choices, mamba_ssm_version, ssd_fwd_triton
+from kernels.triton.api import LIMITS, mamba_ssm_version, ssd_fwd_triton
 
-__all__ = ["autotune_choices", "forget_autotune_choices", "mamba_ssm_version", "ssd_fwd_triton"]
+__all__ = ["LIMITS", "mamba_ssm_version", "ssd_fwd_triton"]

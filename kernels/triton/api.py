@@ -23,13 +23,18 @@ from collections.abc import Callable
 
 import torch
 
-from reference.checks import CHUNK_SIZE, check_inputs
+from reference.checks import CHUNK_SIZE, FLOAT_DTYPES, Limits, check_inputs, dtype_name
 
-__all__ = ["autotune_choices", "forget_autotune_choices", "mamba_ssm_version", "ssd_fwd_triton"]
+__all__ = ["LIMITS", "mamba_ssm_version", "ssd_fwd_triton", "triton_module"]
 
 # The version is constraints.txt's (the one pin file); this adapter only says how to install it.
 _INSTALL = ("MAMBA_SKIP_CUDA_BUILD=TRUE MAMBA_FORCE_BUILD=TRUE "
             "pip install -c constraints.txt --no-deps --no-build-isolation mamba-ssm")
+
+# Any chunk_size, ragged lengths, any headdim and dstate. A CUDA device, or the CPU under TRITON_INTERPRET=1
+# (validation.registry's triton-interpreter). Its int32 offsets past 2**31 elements are not a limit declared
+# here: those cases run, so that the suites can catch the corruption.
+LIMITS = Limits(needs_cuda=True, dtypes=tuple(dtype_name(d) for d in FLOAT_DTYPES))
 
 
 def mamba_ssm_version() -> str:
@@ -40,13 +45,8 @@ def mamba_ssm_version() -> str:
         raise ImportError(f"mamba_ssm is not installed; the Triton baseline needs it: {_INSTALL}") from None
 
 
-@functools.cache
-def _mamba_chunk_scan_combined() -> tuple[Callable[..., tuple[torch.Tensor, torch.Tensor]], bool]:
-    """Import ``mamba_ssm.ops.triton.ssd_combined`` without running ``mamba_ssm/__init__.py``.
-
-    Returns the function and whether its kernels run in the interpreter (``triton.jit`` chose that
-    when the module was imported, from ``TRITON_INTERPRET``).
-    """
+def triton_module(name: str) -> types.ModuleType:
+    """``mamba_ssm.ops.triton.<name>``, imported without running ``mamba_ssm/__init__.py`` (see above)."""
     if "mamba_ssm" not in sys.modules:
         spec = importlib.util.find_spec("mamba_ssm")  # locates the package; executes nothing
         if spec is None or spec.submodule_search_locations is None:
@@ -55,43 +55,19 @@ def _mamba_chunk_scan_combined() -> tuple[Callable[..., tuple[torch.Tensor, torc
         package.__path__ = list(spec.submodule_search_locations)
         package.__spec__ = spec
         sys.modules["mamba_ssm"] = package
-    ssd_combined = importlib.import_module("mamba_ssm.ops.triton.ssd_combined")
+    return importlib.import_module(f"mamba_ssm.ops.triton.{name}")
+
+
+@functools.cache
+def _mamba_chunk_scan_combined() -> tuple[Callable[..., tuple[torch.Tensor, torch.Tensor]], bool]:
+    """mamba_ssm's ``mamba_chunk_scan_combined`` and whether its kernels run in the interpreter
+    (``triton.jit`` chose that when the module was imported, from ``TRITON_INTERPRET``)."""
+    ssd_combined = triton_module("ssd_combined")
     from triton.runtime.interpreter import InterpretedFunction
 
-    chunk_scan = importlib.import_module("mamba_ssm.ops.triton.ssd_chunk_scan")
+    chunk_scan = triton_module("ssd_chunk_scan")
     interpreted = isinstance(chunk_scan._chunk_scan_fwd_kernel.fn, InterpretedFunction)
     return ssd_combined.mamba_chunk_scan_combined, interpreted
-
-
-_KERNEL_MODULES = ("ssd_chunk_state", "ssd_state_passing", "ssd_bmm", "ssd_chunk_scan")
-
-
-def _autotuners() -> list:
-    """The Autotuner objects of mamba_ssm's Triton SSD kernels (imports them)."""
-    _mamba_chunk_scan_combined()
-    from triton.runtime.autotuner import Autotuner
-
-    return [tuner for name in _KERNEL_MODULES
-            for tuner in vars(importlib.import_module(f"mamba_ssm.ops.triton.{name}")).values()
-            if isinstance(tuner, Autotuner)]
-
-
-def autotune_choices() -> int:
-    """How many configs mamba_ssm's Triton autotuners hold in this process: a call that raises it tuned."""
-    return sum(len(tuner.cache) for tuner in _autotuners())
-
-
-def forget_autotune_choices() -> int:
-    """Forget the configs mamba_ssm's Triton autotuners chose in this process; returns how many.
-
-    Its autotune keys are (chunk_size, headdim, dstate), not the length: a process tunes on the first
-    length it meets and runs that choice at every other. Forgetting makes the next call tune again, at
-    its own shape (the compiled kernels stay in Triton's caches)."""
-    forgotten = 0
-    for tuner in _autotuners():
-        forgotten += len(tuner.cache)
-        tuner.cache.clear()
-    return forgotten
 
 
 def ssd_fwd_triton(

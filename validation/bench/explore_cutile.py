@@ -2,7 +2,8 @@
 
     python -m validation.bench.explore_cutile OUT.json [--seqlen 16384] [--dstate 128 512]
 
-Varies one stage's configuration at a time around the chooser's (``kernels.cutile.tuning``), at the
+Varies one stage's configuration at a time around the choosers' (``kernels.cutile.tuning.choose``), passed
+to the forward as its ``configs``, at the
 benchmark's shape (batch 4, 8 heads, headdim 64, 1 group, chunk 128, bf16), plus the serial state pass
 (variant ``serial-state``). For each candidate: the correctness gate against
 the float64 chunked reference with the tolerance table, then CUPTI kernel time with an L2 flush before
@@ -23,41 +24,40 @@ import torch
 
 from kernels.cutile import tuning
 from reference import ProblemSpec, SSDDims, ssd_chunked
-from validation.bench.run import POINT, per_kernel_us
-from validation.bench.timing import cupti_kernel_us
+from validation.bench.sweep import POINT
+from validation.bench.timing import cupti_kernel_us, per_kernel_us
 from validation.gpu import judge
 from validation.provenance import environment
 from validation.results import write_json_atomic
 
-_CHOOSERS = ("state_pass_config", "chunk_out_config", "segment_state_config", "segment_scan_config",
-             "segment_apply_config")
+# The stages explored, each recorded in a row under its chooser's name.
+_STAGES = ("state_pass", "chunk_out", "segment_state", "segment_scan", "segment_apply")
 
 
 def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: str | None):
-    """(name, variant, {chooser: config}) around the default configuration, one stage at a time."""
+    """(name, variant, configs) around the default configuration, one stage at a time."""
     dims = SSDDims(spec.batch, spec.seqlen, spec.nheads, spec.headdim, spec.ngroups, spec.dstate)
-    arch = "sm_90"
-    base = {name: getattr(tuning, name)(arch, dims, dtype, spec.chunk_size) for name in _CHOOSERS}
+    base = tuning.choose("sm_90", dims, dtype, spec.chunk_size)
 
-    def one(name: str, variant: str, chooser: str | None = None, cfg=None):
-        return name, variant, base if chooser is None else {**base, chooser: cfg}
+    def one(name: str, variant: str, stage: str | None = None, cfg=None):
+        return name, variant, base if stage is None else dataclasses.replace(base, **{stage: cfg})
 
     out = [one("default", "default"), one("serial-state", "serial-state"), one("segmented-state", "segmented-state")]
-    seg, co = base["segment_state_config"], base["chunk_out_config"]
+    seg, co = base.segment_state, base.chunk_out
     for k, block_n, occupancy in ((16, 32, None), (16, 32, 4), (32, 32, 4), (8, 64, 2), (32, 128, 2)):
         cand = dataclasses.replace(seg, seg_chunks=k, block_n=min(block_n, spec.dstate), occupancy=occupancy)
         if cand != seg:
-            out.append(one(f"segmented K{k} n{cand.block_n} occ{occupancy}", "default", "segment_state_config", cand))
-    apply = base["segment_apply_config"]
+            out.append(one(f"segmented K{k} n{cand.block_n} occ{occupancy}", "default", "segment_state", cand))
+    apply = base.segment_apply
     for bp, bn, occupancy in ((8, 128, None), (32, 64, None), (16, 64, None), (64, 128, None), (16, 128, 8)):
         cand = dataclasses.replace(apply, block_p=min(bp, spec.headdim), block_n=min(bn, spec.dstate),
                                    occupancy=occupancy)
         if cand != apply:
             out.append(one(f"segment_apply p{cand.block_p} n{cand.block_n} occ{occupancy}", "segmented-state",
-                           "segment_apply_config", cand))
+                           "segment_apply", cand))
     for cand in (dataclasses.replace(co, occupancy=None), dataclasses.replace(co, block_n=min(64, spec.dstate))):
         if cand != co:
-            out.append(one(f"chunk_out n{cand.block_n} occ{cand.occupancy}", "default", "chunk_out_config", cand))
+            out.append(one(f"chunk_out n{cand.block_n} occ{cand.occupancy}", "default", "chunk_out", cand))
     return [c for c in out if only is None or c[0].startswith(only) or c[0] == "default"]
 
 
@@ -71,7 +71,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from kernels.cutile.api import ssd_fwd_cutile_variant
 
-    chosen = {name: getattr(tuning, name) for name in _CHOOSERS}
     rows = []
     for seqlen in args.seqlen:
         for dstate in args.dstate:
@@ -79,29 +78,23 @@ def main(argv: list[str] | None = None) -> int:
             inputs = spec.make_inputs("cuda")
             y_ref, state_ref = ssd_chunked(*inputs.as_args(), chunk_size=32)
             for name, variant, cfgs in _candidates(spec, inputs.x.dtype, args.only):
-                for chooser, cfg in cfgs.items():
-                    setattr(tuning, chooser, lambda *a, cfg=cfg: cfg)
+                call = functools.partial(ssd_fwd_cutile_variant(variant, configs=cfgs), *inputs.as_args(),
+                                         chunk_size=spec.chunk_size)
                 try:
-                    call = functools.partial(ssd_fwd_cutile_variant(variant), *inputs.as_args(),
-                                             chunk_size=spec.chunk_size)
-                    try:
-                        y, state = call()
-                    except ct.TileError as err:  # a candidate the compiler refuses is a result, not a stop
-                        rows.append({"seqlen": seqlen, "dstate": dstate, "candidate": name,
-                                     "gate": f"did not compile: {type(err).__name__}: {str(err)[:300]}"})
-                        print(f"l={seqlen} n={dstate} {name:<32} did not compile", file=sys.stderr, flush=True)
-                        continue
-                    verdict = judge("cutile", "bf16", "bf16", y, state, y_ref, state_ref)
-                    row = {"seqlen": seqlen, "dstate": dstate, "candidate": name, "variant": variant,
-                           **{chooser: dataclasses.asdict(cfg) for chooser, cfg in cfgs.items()},
-                           "gate": verdict.failures() or "pass", "y_rel_l2": verdict.record().get("y_rel_l2"),
-                           "state_rel_l2": verdict.record().get("state_rel_l2")}
-                    if not verdict.failures():
-                        row["kernel_us"] = cupti_kernel_us(call, reps=args.reps, device=torch.device("cuda")).as_dict()
-                        row["per_kernel_us"] = per_kernel_us(call, reps=args.reps, device=torch.device("cuda"))
-                finally:
-                    for chooser, fn in chosen.items():
-                        setattr(tuning, chooser, fn)
+                    y, state = call()
+                except ct.TileError as err:  # a candidate the compiler refuses is a result, not a stop
+                    rows.append({"seqlen": seqlen, "dstate": dstate, "candidate": name,
+                                 "gate": f"did not compile: {type(err).__name__}: {str(err)[:300]}"})
+                    print(f"l={seqlen} n={dstate} {name:<32} did not compile", file=sys.stderr, flush=True)
+                    continue
+                verdict = judge("cutile", "bf16", "bf16", y, state, y_ref, state_ref)
+                row = {"seqlen": seqlen, "dstate": dstate, "candidate": name, "variant": variant,
+                       **{f"{stage}_config": dataclasses.asdict(getattr(cfgs, stage)) for stage in _STAGES},
+                       "gate": verdict.failures() or "pass", "y_rel_l2": verdict.record().get("y_rel_l2"),
+                       "state_rel_l2": verdict.record().get("state_rel_l2")}
+                if not verdict.failures():
+                    row["kernel_us"] = cupti_kernel_us(call, reps=args.reps, device=torch.device("cuda")).as_dict()
+                    row["per_kernel_us"] = per_kernel_us(call, reps=args.reps, device=torch.device("cuda"))
                 rows.append(row)
                 shown = (f"{row['kernel_us']['median']:8.1f} us " + " ".join(
                     f"{k.strip('_')[:14]}={v:.1f}" for k, v in row["per_kernel_us"].items())

@@ -20,31 +20,26 @@ import argparse
 import contextlib
 import json
 import signal
-import statistics
 import sys
 import time
 
 import torch
 
 from kernels.cutile.tuning import VARIANTS
-from kernels.tilegym.api import problem_of
-from kernels.triton import autotune_choices, forget_autotune_choices
 from reference import ProblemSpec, ssd_chunked
 from validation.bench import precompile, tilegym_tuning
 from validation.bench.flops import cost, floor_us
 from validation.bench.published import PUBLISHED_B300
 from validation.bench.pytest_benchmark_json import convert
-from validation.bench.timing import cupti_kernel_us, first_call_s, wall_us
+from validation.bench.sweep import DSTATES, HEADLINE, POINT, SEQLENS
+from validation.bench.timing import cupti_kernel_us, first_call_s, per_kernel_us, wall_us
+from validation.bench.triton_tuning import autotune_choices, forget_autotune_choices
 from validation.gpu import HAS_CUDA, NO_CUDA_REASON, judge, processes_at_once
 from validation.provenance import ROOT
 from validation.registry import IMPLS
 from validation.results import ResultsFile, write_json_atomic
 from validation.summary import describe
 
-SEQLENS = tuple(2**k for k in range(10, 19))        # 1K .. 256K
-DSTATES = (64, 128, 256, 512)
-HEADLINE = (16384, 128)
-POINT = dict(batch=4, nheads=8, headdim=64, ngroups=1, chunk_size=128, dtype="bf16", regime="typical", seed=0)
 WARMUP_S = 0.1
 TUNING_MODES = {
     "cached": "TileGym's choice per shape from its exhaustive autotune, tuned once and stored; its first config "
@@ -101,38 +96,6 @@ def _warm(fn, seconds: float) -> None:
     while time.perf_counter() < end:
         fn()
     torch.cuda.synchronize()
-
-
-def per_kernel_us(fn, *, reps: int, device: torch.device) -> dict[str, float]:
-    """Median µs per call of each kernel of ``fn`` under CUPTI, L2 flushed before every rep (the breakdown of
-    kernel_us; names cut at cuTile's mangling suffix).
-
-    The names are CUPTI's: on the H200 it sometimes reported a cuTile kernel of ours under the name of a
-    TileGym kernel run earlier in the same process. The times are right; a name may be borrowed.
-    """
-    from torch.profiler import ProfilerActivity, profile
-
-    flush = torch.empty(512 * 2**20 // 4, dtype=torch.int32, device=device)
-    torch.cuda.synchronize(device)
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(reps):
-            flush.bitwise_not_()
-            torch.cuda.synchronize(device)
-            fn()
-        flush.bitwise_not_()
-        torch.cuda.synchronize(device)
-    gpu = sorted((e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA),
-                 key=lambda e: e.time_range.start)
-    reps_seen: list[dict[str, float]] = []
-    for event in gpu:
-        if "bitwise_not" in event.name:
-            reps_seen.append({})
-            continue
-        name = event.name.split("_Kt")[0][:80]
-        reps_seen[-1][name] = reps_seen[-1].get(name, 0.0) + event.time_range.end - event.time_range.start
-    reps_seen = [r for r in reps_seen if r]
-    names = sorted({n for r in reps_seen for n in r})
-    return {n: statistics.median(r.get(n, 0.0) for r in reps_seen) for n in names}
 
 
 def tune_triton_at_headline(dstates: list[int], device: torch.device) -> dict[int, float]:
@@ -195,7 +158,7 @@ def bench_point(spec: ProblemSpec, impls: list[str], ceilings: dict[str, float],
             record["triton_tuned_here"] = tuned_here
         if name == "tilegym":
             record["tilegym_tuning"] = tilegym_tuning.decisions(
-                problem_of(inputs.x, inputs.dt, inputs.B, inputs.C, spec.chunk_size))
+                tilegym_tuning.problem_of(inputs.x, inputs.dt, inputs.B, inputs.C, spec.chunk_size))
         verdict = judge(name, spec.dtype, impl.matmul[spec.dtype], out["y"], out["state"], y_ref, state_ref)
         record.update(verdict.record())
         failures = verdict.failures()

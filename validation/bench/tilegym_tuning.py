@@ -4,7 +4,8 @@ tilegym 1.5.1 tunes each kernel of its forward (chunk cumsum, state pass, output
 ``exhaustive_search`` on the first call of every new shape (about 5 minutes on an H200, ~110
 configs) and keeps the choice only for the life of the process. While :func:`use` is active, the
 ``exhaustive_search`` name inside ``tilegym.ops.cutile.mamba2`` is replaced by a lookup in a
-:class:`TuningStore`, keyed by device, tilegym and cuda-tile versions, kernel and problem:
+:class:`TuningStore`, keyed by device, tilegym and cuda-tile versions, kernel and problem (each call of
+TileGym's ``mamba2_chunk_forward`` is marked with its problem, :func:`problem_of` its arguments):
 
 - ``tune``: a stored choice is used; otherwise TileGym's own search runs and its choice is stored.
 - ``cached``: a stored choice is used; otherwise TileGym's first config, and the decision says so.
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import contextvars
 import datetime
 import importlib.metadata
 import json
@@ -37,16 +39,49 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 
-from kernels.tilegym.api import current_problem
+from reference.checks import dtype_name
+from validation.bench.sweep import POINT
 from validation.results import write_json_atomic
 
-__all__ = ["MODES", "SHIPPED", "TuningStore", "decisions", "use", "user_store_path"]
+__all__ = ["MODES", "SHIPPED", "TuningStore", "current_problem", "decisions", "marked_problem", "problem_key",
+           "problem_of", "use", "user_store_path"]
 
 MODES = ("tune", "cached", "off")
 FORMAT = "ssd-tilegym-tuning/1"
 SHIPPED = Path(__file__).with_name("tilegym_tuned.json")
 
 _log: list[dict[str, object]] = []
+_problem: contextvars.ContextVar[str | None] = contextvars.ContextVar("tilegym_problem", default=None)
+
+
+def problem_key(dtype: str, batch: int, seqlen: int, nheads: int, headdim: int, ngroups: int, dstate: int,
+                chunk_size: int, contiguous: bool) -> str:
+    """The problem a TileGym tuning choice belongs to (TileGym's own key: its arguments' shapes and strides)."""
+    return (f"{dtype} b{batch} l{seqlen} h{nheads} p{headdim} g{ngroups} n{dstate} c{chunk_size}"
+            f"{'' if contiguous else ' strided'}")
+
+
+def problem_of(x, dt, B, C, chunk_size: int) -> str:
+    """:func:`problem_key` of a call with these (checked) inputs."""
+    batch, seqlen, nheads, headdim = x.shape
+    ngroups, dstate = B.shape[2], B.shape[3]
+    contiguous = all(t.is_contiguous() for t in (x, dt, B, C))
+    return problem_key(dtype_name(x.dtype), batch, seqlen, nheads, headdim, ngroups, dstate, chunk_size, contiguous)
+
+
+def current_problem() -> str | None:
+    """The problem of the TileGym forward call in progress, None outside one."""
+    return _problem.get()
+
+
+@contextlib.contextmanager
+def marked_problem(key: str) -> Iterator[None]:
+    """TileGym calls inside belong to problem ``key``."""
+    token = _problem.set(key)
+    try:
+        yield
+    finally:
+        _problem.reset(token)
 
 
 def user_store_path() -> Path:
@@ -143,7 +178,7 @@ def use(mode: str, store: TuningStore | None = None, shipped: TuningStore | None
     def search(search_space, stream, grid_fn, kernel, args_fn, hints_fn=None, **kwargs):
         key = {**(versions or _versions()), "kernel": _kernel_name(kernel), "problem": current_problem()}
         if key["problem"] is None:
-            raise RuntimeError("tilegym tuning: a TileGym call not made through kernels.tilegym.ssd_fwd_tilegym")
+            raise RuntimeError("tilegym tuning: a TileGym search outside its mamba2_chunk_forward")
         search_space = list(search_space)
         for source, where in ((store, "stored"), (shipped, "shipped")):
             entry = source.get(**key)
@@ -176,19 +211,22 @@ def use(mode: str, store: TuningStore | None = None, shipped: TuningStore | None
 def _patched(mamba2: object, search) -> Iterator[None]:
     """TileGym's ``mamba2`` module with ``search`` as its ``exhaustive_search`` (None: autotune off) while inside.
 
-    Each problem starts with empty TileGym caches: TileGym keys some choices on fewer dims than the
-    problem (its chunk cumsum ignores dstate), and a choice made under another mode must not leak in.
-    Everything is put back on exit, the environment too.
+    Its ``mamba2_chunk_forward`` marks each call with its problem (:func:`problem_of` its arguments). Each
+    problem starts with empty TileGym caches: TileGym keys some choices on fewer dims than the problem (its
+    chunk cumsum ignores dstate), and a choice made under another mode must not leak in. Everything is put
+    back on exit, the environment too.
     """
     real_search = mamba2.exhaustive_search
     real_forward = getattr(mamba2, "mamba2_chunk_forward", None)
     last = {"problem": None}
 
-    def forward(*args, **kwargs):
-        if current_problem() != last["problem"]:
+    def forward(x, a, b, c, d, dt, init_state, *, chunk_size):  # as kernels.tilegym.ssd_fwd_tilegym calls it
+        problem = problem_of(x, dt, b, c, chunk_size)
+        if problem != last["problem"]:
             _clear(mamba2)
-            last["problem"] = current_problem()
-        return real_forward(*args, **kwargs)
+            last["problem"] = problem
+        with marked_problem(problem):
+            return real_forward(x, a, b, c, d, dt, init_state, chunk_size=chunk_size)
 
     previous = os.environ.get("TILEGYM_DISABLE_AUTOTUNE")
     if search is None:
@@ -260,7 +298,6 @@ def _warm_one(index: int, of: int, shapes: Sequence[tuple[int, int]]) -> None:
 
     from kernels.tilegym.api import ssd_fwd_tilegym
     from reference import ProblemSpec
-    from validation.bench.run import POINT
 
     def compile_slice(search_space, stream, grid_fn, kernel, args_fn, hints_fn=None, **kwargs):
         search_space = list(search_space)

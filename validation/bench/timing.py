@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["Samples", "cupti_kernel_us", "first_call_s", "wall_us"]
+__all__ = ["Samples", "cupti_kernel_us", "first_call_s", "per_kernel_us", "wall_us"]
 
 _FLUSH_MARK = "bitwise_not"
 _FLUSH_BYTES = 512 * 2**20  # larger than any current GPU's L2 (H200: 60 MB, B300: 126 MB)
@@ -48,8 +48,9 @@ def _flush_buffer(device: torch.device) -> torch.Tensor:
     return torch.empty(_FLUSH_BYTES // 4, dtype=torch.int32, device=device)
 
 
-def cupti_kernel_us(fn: Callable[[], object], *, reps: int, device: torch.device) -> Samples:
-    """Run ``fn`` ``reps`` times under torch.profiler, flushing L2 before each; per-rep GPU time in µs."""
+def _gpu_events(fn: Callable[[], object], *, reps: int, device: torch.device) -> list:
+    """The GPU activities of ``reps`` calls of ``fn`` under torch.profiler, an L2 flush before each and one after
+    the last, in the order they started."""
     from torch.profiler import ProfilerActivity, profile
 
     flush = _flush_buffer(device)
@@ -61,8 +62,13 @@ def cupti_kernel_us(fn: Callable[[], object], *, reps: int, device: torch.device
             fn()
         flush.bitwise_not_()
         torch.cuda.synchronize(device)
-    gpu = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-    gpu.sort(key=lambda e: e.time_range.start)
+    return sorted((e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA),
+                  key=lambda e: e.time_range.start)
+
+
+def cupti_kernel_us(fn: Callable[[], object], *, reps: int, device: torch.device) -> Samples:
+    """Run ``fn`` ``reps`` times under torch.profiler, flushing L2 before each; per-rep GPU time in µs."""
+    gpu = _gpu_events(fn, reps=reps, device=device)
     per_rep: list[float] = []
     current: float | None = None
     for event in gpu:
@@ -77,6 +83,25 @@ def cupti_kernel_us(fn: Callable[[], object], *, reps: int, device: torch.device
     if any(t <= 0 for t in per_rep):
         raise RuntimeError(f"a rep measured zero GPU time ({per_rep}): the call launched nothing CUPTI saw")
     return Samples(per_rep)
+
+
+def per_kernel_us(fn: Callable[[], object], *, reps: int, device: torch.device) -> dict[str, float]:
+    """Median µs per call of each kernel of ``fn`` under CUPTI, L2 flushed before every rep (the breakdown of
+    kernel_us; names cut at cuTile's mangling suffix).
+
+    The names are CUPTI's: on the H200 it sometimes reported a cuTile kernel of ours under the name of a
+    TileGym kernel run earlier in the same process. The times are right; a name may be borrowed.
+    """
+    reps_seen: list[dict[str, float]] = []
+    for event in _gpu_events(fn, reps=reps, device=device):
+        if _FLUSH_MARK in event.name:
+            reps_seen.append({})
+            continue
+        name = event.name.split("_Kt")[0][:80]
+        reps_seen[-1][name] = reps_seen[-1].get(name, 0.0) + event.time_range.end - event.time_range.start
+    reps_seen = [r for r in reps_seen if r]
+    names = sorted({n for r in reps_seen for n in r})
+    return {n: statistics.median(r.get(n, 0.0) for r in reps_seen) for n in names}
 
 
 def wall_us(fn: Callable[[], object], *, reps: int, device: torch.device) -> Samples:
