@@ -118,3 +118,15 @@ def test_triton_is_tuned_at_the_headline_length_once_per_dstate(monkeypatch: pyt
     tuned = run.tune_triton_at_headline([64, 128], torch.device("cpu"))
     assert events == ["forget", ("call", 16384, 64, 128), ("call", 16384, 128, 128)]
     assert tuned == {64: 0.0, 128: 0.0}
+
+
+def test_only_a_failure_of_ours_fails_the_benchmark() -> None:
+    """A peer failing the float64 gate is a finding (kept in the file and the summary), not a failed run."""
+    from validation.bench.run import exit_code
+
+    peer_fails = [{"impl": "cutile", "status": "pass"}, {"impl": "triton", "status": "fail"},
+                  {"impl": "tilegym", "status": "crashed"}]
+    assert exit_code(peer_fails) == 0
+    assert exit_code([*peer_fails, {"impl": "cutile", "status": "fail"}]) == 1
+    assert exit_code([{"impl": "cutile", "status": "crashed"}]) == 1
+    assert exit_code([{"impl": "cutile", "status": "not-run"}, {"impl": "triton", "status": "unsupported"}]) == 0
