@@ -8,9 +8,12 @@ prepared environment (the container, a GPU box with the stack installed), where 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -21,6 +24,31 @@ from pathlib import Path
 import nox
 
 nox.options.sessions = ["tests", "lint"]
+
+
+def _children() -> list[int]:
+    """The processes nox started (Linux: read from /proc; elsewhere none are found)."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == os.getpid():
+                pids.append(int(stat.parent.name))
+    return pids
+
+
+def _sigterm_as_interrupt(signum: int, _frame: object) -> None:
+    """SIGTERM to nox alone (what `timeout` and CI runners send) stops a session as Ctrl-C in a terminal does: the
+    running command gets SIGINT, and nox waits for it (STOP_TIMEOUTS), so a suite writes what it finished and
+    stops its own children instead of running on after nox is gone."""
+    for pid in _children():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGINT)
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+# How long a suite has to write its results after SIGINT, and then after SIGTERM (nox's defaults: 0.3 s, 0.2 s).
+STOP_TIMEOUTS = {"interrupt_timeout": 120, "terminate_timeout": 30}
 nox.options.error_on_missing_interpreters = True
 nox.options.download_python = "never"
 nox.options.default_venv_backend = "venv"
@@ -81,7 +109,7 @@ def _pytest(session: nox.Session, *, marker: str | None, paths: tuple[str, ...] 
     args = session.posargs or list(paths)
     env = {"PYTHONHASHSEED": "0", "SSD_RUN_DIR": str(_run_dir(session)), **(env or {})}
     session.run(_python(session), "-m", "pytest", "--strict-markers", "--strict-config", "-p", "no:cacheprovider",
-                *(("-m", marker) if marker else ()), *args, env=env)
+                *(("-m", marker) if marker else ()), *args, env=env, **STOP_TIMEOUTS)
 
 
 def _browser(session: nox.Session) -> dict[str, str]:
@@ -157,7 +185,7 @@ def benchmark(session: nox.Session) -> None:
     `-- --seqlen 16384 --dstate 128 --impl cutile triton` selects a subset (`-- --help` lists the options).
     """
     _install(session, "test", "compile", "gpu")
-    session.run(_python(session), "-m", "validation.bench.run", *session.posargs)
+    session.run(_python(session), "-m", "validation.bench.run", *session.posargs, **STOP_TIMEOUTS)
 
 
 @nox.session(python=None)
@@ -191,6 +219,11 @@ def validate(session: nox.Session) -> None:
     """
     _install(session, "test", "compile", "gpu")
     run_dir = _run_dir(session)
+    results = _project("validation.results")
+    try:  # a directory that cannot take every suite's results file is found now, not after the last suite
+        results.check_run_dir(run_dir, results.SUITES)
+    except results.RunDirError as err:
+        session.error(f"validate: {err}")
     env = {"SSD_RUN_DIR": str(run_dir), "PYTHONHASHSEED": "0"}
     py = _python(session)
     pytest = (py, "-m", "pytest", "--strict-markers", "--strict-config", "-p", "no:cacheprovider")
@@ -213,7 +246,7 @@ def validate(session: nox.Session) -> None:
     for title, argv in steps:
         session.log(f"validate: {title}: {' '.join(argv)}")
         try:
-            session.run(*argv, env=env)
+            session.run(*argv, env=env, **STOP_TIMEOUTS)
         except nox.command.CommandFailed:
             failed.append(title)
     session.log(f"validate: results and report in {run_dir}")
@@ -374,11 +407,16 @@ def _check_container_run(session: nox.Session, results: Path, uid: int, tag: str
     session.log(f"container: {len(suites)} results files and the report in {runs[0]} (written as uid {uid})")
 
 
-def _suites() -> tuple[str, ...]:
-    """The suites a complete validate run writes a results file for, as validation/results.py names them."""
+def _project(module: str):
+    """A module of this project (standard library only at import, like validation.results), imported from the tree
+    by the Python that runs nox."""
     sys.path.insert(0, str(ROOT))
     try:
-        from validation.results import SUITES
+        return importlib.import_module(module)
     finally:
         sys.path.remove(str(ROOT))
-    return SUITES
+
+
+def _suites() -> tuple[str, ...]:
+    """The suites a complete validate run writes a results file for, as validation/results.py names them."""
+    return _project("validation.results").SUITES
