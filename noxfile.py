@@ -24,6 +24,25 @@ from pathlib import Path
 import nox
 
 nox.options.sessions = ["tests", "lint"]
+nox.options.error_on_missing_interpreters = True
+nox.options.download_python = "never"
+nox.options.default_venv_backend = "venv"
+
+ROOT = Path(__file__).parent
+CONSTRAINTS = ROOT / "constraints.txt"
+LOCK = ROOT / "requirements.lock"
+PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
+VERSION = PYPROJECT["project"]["version"]
+GROUPS = PYPROJECT["project"]["optional-dependencies"]
+BASE = PYPROJECT["project"]["dependencies"]
+# Installed without their dependencies, after the rest: mamba-ssm ships a source archive whose setup.py needs
+# torch (and would build a CUDA extension the Triton SSD path never uses, hence MAMBA_BUILD_ENV); tilegym's
+# mamba2 op needs only torch, triton and cuda-tile, and what it declares besides serves other parts of it.
+NO_DEPS = ("mamba-ssm", "tilegym")
+MAMBA_BUILD_ENV = {"MAMBA_SKIP_CUDA_BUILD": "TRUE", "MAMBA_FORCE_BUILD": "TRUE"}
+# What the image holds, and so what requirements.lock resolves: every group but lint, and the session tools.
+IMAGE_GROUPS = ("test", "compile", "gpu")
+SESSION_TOOLS = ("nox", "setuptools", "wheel")
 
 
 def _children() -> list[int]:
@@ -49,25 +68,6 @@ def _sigterm_as_interrupt(signum: int, _frame: object) -> None:
 signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
 # How long a suite has to write its results after SIGINT, and then after SIGTERM (nox's defaults: 0.3 s, 0.2 s).
 STOP_TIMEOUTS = {"interrupt_timeout": 120, "terminate_timeout": 30}
-nox.options.error_on_missing_interpreters = True
-nox.options.download_python = "never"
-nox.options.default_venv_backend = "venv"
-
-ROOT = Path(__file__).parent
-CONSTRAINTS = ROOT / "constraints.txt"
-LOCK = ROOT / "requirements.lock"
-PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
-VERSION = PYPROJECT["project"]["version"]
-GROUPS = PYPROJECT["project"]["optional-dependencies"]
-BASE = PYPROJECT["project"]["dependencies"]
-# Installed without their dependencies, after the rest: mamba-ssm ships a source archive whose setup.py needs
-# torch (and would build a CUDA extension the Triton SSD path never uses, hence MAMBA_BUILD_ENV); tilegym's
-# mamba2 op needs only torch, triton and cuda-tile, and what it declares besides serves other parts of it.
-NO_DEPS = ("mamba-ssm", "tilegym")
-MAMBA_BUILD_ENV = {"MAMBA_SKIP_CUDA_BUILD": "TRUE", "MAMBA_FORCE_BUILD": "TRUE"}
-# What the image holds, and so what requirements.lock resolves: every group but lint, and the session tools.
-IMAGE_GROUPS = ("test", "compile", "gpu")
-SESSION_TOOLS = ("nox", "setuptools", "wheel")
 
 
 def _pin(name: str) -> str:
