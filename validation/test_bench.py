@@ -130,3 +130,14 @@ def test_only_a_failure_of_ours_fails_the_benchmark() -> None:
     assert exit_code([*peer_fails, {"impl": "cutile", "status": "fail"}]) == 1
     assert exit_code([{"impl": "cutile", "status": "crashed"}]) == 1
     assert exit_code([{"impl": "cutile", "status": "not-run"}, {"impl": "triton", "status": "unsupported"}]) == 0
+
+
+def test_a_run_directory_holding_a_benchmark_file_is_refused_before_any_point(tmp_path, monkeypatch, capsys) -> None:
+    from validation.bench import run
+
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "raw" / "benchmark.json").write_text("{}")
+    monkeypatch.setenv("SSD_RUN_DIR", str(tmp_path))
+    assert run.main(["--seqlen", "1024", "--dstate", "64"]) == 2
+    assert "benchmark.json" in capsys.readouterr().err
+    assert (tmp_path / "raw" / "benchmark.json").read_text() == "{}"

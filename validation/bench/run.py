@@ -37,7 +37,7 @@ from validation.bench.triton_tuning import autotune_choices, forget_autotune_cho
 from validation.gpu import HAS_CUDA, NO_CUDA_REASON, judge, processes_at_once
 from validation.provenance import ROOT
 from validation.registry import IMPLS
-from validation.results import ResultsFile, write_json_atomic
+from validation.results import ResultsFile, RunDirError, write_json_atomic
 from validation.summary import FAILED, PEERS, describe
 
 WARMUP_S = 0.1
@@ -216,7 +216,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--compile-jobs must be >= 0; got {args.compile_jobs}")
     points = sorted({(seqlen, dstate) for seqlen in args.seqlen for dstate in args.dstate})
     specs = [ProblemSpec(seqlen=seqlen, dstate=dstate, **POINT) for seqlen, dstate in points]
-    results = ResultsFile("benchmark")
+    try:  # a run directory that cannot take the file is found now, not after the last point
+        results = ResultsFile("benchmark", check=True)
+    except RunDirError as err:
+        print(f"benchmark: {err}", file=sys.stderr)
+        return 2
     extra = {"published_ratios": PUBLISHED_B300, "headline": dict(zip(("seqlen", "dstate"), HEADLINE, strict=True)),
              "triton_tuning": {"mode": args.triton_tuning, "what": TRITON_TUNING[args.triton_tuning]},
              "tilegym_tuning": {"mode": args.tilegym_tuning, "what": TUNING_MODES[args.tilegym_tuning],
