@@ -58,15 +58,15 @@ def block(main_dir: Path, over_triton_dir: Path | None = None) -> str:
     """The markdown between the markers, for these runs."""
     main = load_run(main_dir)
     points = _points(main)
-    triton_points = _points(load_run(over_triton_dir)) if over_triton_dir else points
+    over = load_run(over_triton_dir) if over_triton_dir else main
+    triton_points = _points(over) if over_triton_dir else points
     head = points.get(HEADLINE, {})
     times = ", ".join(f"{name} {kernel_median(head[impl]):.1f} us" for impl, name in
                       (("cutile", "ours"), ("tilegym", "TileGym"), ("triton", "Triton"))
                       if impl in head and kernel_median(head[impl]) is not None)
     lines = [f"Kernel time at the headline shape (16K tokens, dstate 128), run `{main.version}`: {times}.", ""] \
         if times else []
-    source = f"run `{load_run(over_triton_dir).version}`" if over_triton_dir else f"run `{main.version}`"
-    lines += _ratio_table(f"ours over Triton ({source})", triton_points, "cutile", "triton") + [""]
+    lines += _ratio_table(f"ours over Triton (run `{over.version}`)", triton_points, "cutile", "triton") + [""]
     lines += _ratio_table(f"ours over TileGym (run `{main.version}`)", points, "cutile", "tilegym") + [""]
     lines += _ratio_table(f"TileGym over Triton (run `{main.version}`)", points, "tilegym", "triton")
     return "\n".join(lines) + "\n"
