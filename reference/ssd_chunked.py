@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+from torch import Tensor
 
 from reference.checks import CHUNK_SIZE, FLOAT_DTYPES, check_inputs
 
@@ -23,16 +24,8 @@ def _segment_sums(a: torch.Tensor) -> torch.Tensor:
     return sums.masked_fill(~lower, float("-inf"))
 
 
-def ssd_chunked(
-    x: torch.Tensor,
-    dt: torch.Tensor,
-    A: torch.Tensor,
-    B: torch.Tensor,
-    C: torch.Tensor,
-    D: torch.Tensor | None = None,
-    initial_state: torch.Tensor | None = None,
-    chunk_size: int = CHUNK_SIZE,
-) -> tuple[torch.Tensor, torch.Tensor]:
+def ssd_chunked(x: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Tensor | None = None,
+                initial_state: Tensor | None = None, chunk_size: int = CHUNK_SIZE) -> tuple[Tensor, Tensor]:
     """The SSD forward chunk by chunk, in float64, on the inputs' device.
 
     Same arguments, shapes and returns as ``ssd_recurrent``; any seqlen (the last chunk may be

@@ -3,21 +3,15 @@
 from __future__ import annotations
 
 import torch
+from torch import Tensor
 
 from reference.checks import FLOAT_DTYPES, check_inputs
 
 __all__ = ["ssd_recurrent"]
 
 
-def ssd_recurrent(
-    x: torch.Tensor,
-    dt: torch.Tensor,
-    A: torch.Tensor,
-    B: torch.Tensor,
-    C: torch.Tensor,
-    D: torch.Tensor | None = None,
-    initial_state: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
+def ssd_recurrent(x: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Tensor | None = None,
+                  initial_state: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """One loop over tokens, in float64 whatever the input dtype, on the inputs' device.
 
     For every head ``h`` (in group ``g = h // (nheads // ngroups)``) and token ``t``::

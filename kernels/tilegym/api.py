@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib.metadata
 
 import torch
+from torch import Tensor
 
 from reference.checks import CHUNK_SIZE, FLOAT_DTYPES, Limits, check_inputs, dtype_name
 
@@ -34,16 +35,8 @@ def tilegym_version() -> str:
         raise ImportError("tilegym is not installed; pip install -c constraints.txt --no-deps tilegym") from None
 
 
-def ssd_fwd_tilegym(
-    x: torch.Tensor,
-    dt: torch.Tensor,
-    A: torch.Tensor,
-    B: torch.Tensor,
-    C: torch.Tensor,
-    D: torch.Tensor | None = None,
-    initial_state: torch.Tensor | None = None,
-    chunk_size: int = CHUNK_SIZE,
-) -> tuple[torch.Tensor, torch.Tensor]:
+def ssd_fwd_tilegym(x: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Tensor | None = None,
+                    initial_state: Tensor | None = None, chunk_size: int = CHUNK_SIZE) -> tuple[Tensor, Tensor]:
     """TileGym's cuTile forward. Returns y (x's dtype) and final_state (fp32)."""
     batch, seqlen, nheads, headdim, _, dstate = check_inputs(
         x, dt, A, B, C, D, initial_state, chunk_size=chunk_size, who="ssd_fwd_tilegym",

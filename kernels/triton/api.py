@@ -22,6 +22,7 @@ import types
 from collections.abc import Callable
 
 import torch
+from torch import Tensor
 
 from reference.checks import CHUNK_SIZE, FLOAT_DTYPES, Limits, check_inputs, dtype_name
 
@@ -70,16 +71,8 @@ def _mamba_chunk_scan_combined() -> tuple[Callable[..., tuple[torch.Tensor, torc
     return ssd_combined.mamba_chunk_scan_combined, interpreted
 
 
-def ssd_fwd_triton(
-    x: torch.Tensor,
-    dt: torch.Tensor,
-    A: torch.Tensor,
-    B: torch.Tensor,
-    C: torch.Tensor,
-    D: torch.Tensor | None = None,
-    initial_state: torch.Tensor | None = None,
-    chunk_size: int = CHUNK_SIZE,
-) -> tuple[torch.Tensor, torch.Tensor]:
+def ssd_fwd_triton(x: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Tensor | None = None,
+                   initial_state: Tensor | None = None, chunk_size: int = CHUNK_SIZE) -> tuple[Tensor, Tensor]:
     """The SSD forward by mamba_ssm's Triton kernels (five launches: chunk cumsum, chunk state, state
     passing, C·Bᵀ per chunk, chunk scan).
 
