@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from reports.markup import ReportError, render, write_text_atomic
-from reports.runs import Case, Run, kernel_median, load_run
+from reports.runs import Case, Run, command, kernel_median, load_run
 
 __all__ = ["compare_html", "kernel_change", "main", "write_compare"]
 
@@ -91,13 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("run_b", type=Path)
     parser.add_argument("--overwrite", action="store_true", help="replace an existing comparison page")
     args = parser.parse_args(argv)
-    try:
-        path = write_compare(args.run_a, args.run_b, overwrite=args.overwrite)
-    except (ReportError, FileExistsError) as err:
-        print(f"compare: {err}", file=sys.stderr)
-        return 2
-    print(f"compare: {path}")
-    return 0
+    return command("compare", lambda: f"compare: {write_compare(args.run_a, args.run_b, overwrite=args.overwrite)}")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from reports.errata import ERRATA_FILE
 from reports.markup import ReportError, render, write_text_atomic
-from reports.runs import HEADLINE, PEERS, RUN_ID, Run, load_run, speedup, speedup_points
+from reports.runs import HEADLINE, PEERS, RUN_ID, Run, command, load_run, speedup, speedup_points
 from reports.sections import PEER_NAMES, SECTIONS, header
 from validation.provenance import ROOT, suite_version
 
@@ -149,23 +149,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="where the report goes (default: reports/<version>/)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing report of the same version")
     args = parser.parse_args(argv)
-    try:
-        run_dir = args.run_dir or newest_run()
-        target = render_run(run_dir, args.out, overwrite=args.overwrite)
+
+    def report() -> str:
+        target = render_run(args.run_dir or newest_run(), args.out, overwrite=args.overwrite)
         root = index_root(target.parent)
         if not index_owned(root):
-            print(f"report: {target}\nindex: {root / 'index.html'} left alone: this renderer did not make it (no"
-                  f" generator mark {INDEX_GENERATOR!r}), so it is not the suite's to replace")
-            return 0
-        index = write_index(root)
-    except (ReportError, FileExistsError) as err:
-        print(f"report: {err}", file=sys.stderr)
-        return 2
-    except OSError as err:
-        print(f"report: {err.filename or ''}: {err.strerror}", file=sys.stderr)
-        return 2
-    print(f"report: {target}\nindex: {index}")
-    return 0
+            return (f"report: {target}\nindex: {root / 'index.html'} left alone: this renderer did not make it (no"
+                    f" generator mark {INDEX_GENERATOR!r}), so it is not the suite's to replace")
+        return f"report: {target}\nindex: {write_index(root)}"
+
+    return command("report", report)
 
 
 if __name__ == "__main__":

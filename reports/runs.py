@@ -14,7 +14,9 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,8 +26,8 @@ from reports.errata import Erratum, load_errata
 from reports.markup import ReportError, num
 from validation.schema import HEADLINE, KNOWN_SCHEMA_VERSIONS, SUITES, SchemaError, load_results
 
-__all__ = ["KNOWN_SCHEMA_VERSIONS", "SUITES", "HEADLINE", "Run", "load_run", "order", "shape_order", "speedup",
-           "speedup_points"]
+__all__ = ["KNOWN_SCHEMA_VERSIONS", "SUITES", "HEADLINE", "Run", "command", "load_run", "order", "shape_order",
+           "speedup", "speedup_points"]
 
 RUN_ID = re.compile(r"^\d{8}T\d{6}Z$")
 PEERS = ("cutile", "tilegym")  # each measured as a speedup over "triton"
@@ -203,3 +205,19 @@ def published_ratios(run: Run) -> tuple[dict[tuple[int, int], float], str]:
         out[(p["seqlen"], p["dstate"])] = num(p["ratio"])
     source = f"{data.get('gpu') or 'GPU not named'}; source: {data.get('source') or 'not given'}"
     return dict(sorted(out.items())), source
+
+
+def command(prog: str, action: Callable[[], str]) -> int:
+    """The exit status of a command line over runs: 0 with what ``action`` returns printed, or 2 with one line
+    ``<prog>: ...`` on stderr when a run is refused (ReportError), a file is already there (FileExistsError) or
+    the file system fails (OSError, named by its file)."""
+    try:
+        message = action()
+    except (ReportError, FileExistsError) as err:
+        print(f"{prog}: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        print(f"{prog}: {err.filename or ''}: {err.strerror}", file=sys.stderr)
+        return 2
+    print(message)
+    return 0
