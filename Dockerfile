@@ -54,8 +54,8 @@ RUN set -eux; \
 #   (`--secret id=ca_bundle,src=/etc/ssl/certs/ca-certificates.crt`); it is used by pip here and not kept.
 # - The cuTile compiler chain (tileiras, nvcc/ptxas, nvvm, crt) is the pinned 13.4; /opt/cutile-toolchain
 #   names the wheels' CUDA tree (site-packages/nvidia/cu13); CUDA_HOME and PATH point there (ENV below).
-# - Two passes, the NVIDIA libraries first: pip keeps every downloaded wheel until it exits, so one pass
-#   peaks at about 8.5 GB of disk (3 GB of wheels beside 5.2 GB installed); two peak near 6 GB.
+# - /tmp is a tmpfs during the install: pip keeps every downloaded wheel (~3 GB) in it until it exits, so
+#   the build's disk peak is the installed 5.2 GB instead of ~8.5 GB (it needs ~3 GB of memory instead).
 # - mamba-ssm: from source without its CUDA extension (its Triton SSD path needs none), against the torch
 #   installed just before (--no-build-isolation).
 # - tilegym --no-deps: `tilegym.ops.cutile.mamba2` needs only torch, triton and cuda-tile; what it declares
@@ -68,13 +68,10 @@ COPY constraints.txt requirements.lock /opt/ssd-repro/
 ENV PATH="/opt/venv/bin:${PATH}" \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1
-RUN --mount=type=secret,id=ca_bundle,required=false set -eux; \
+RUN --mount=type=secret,id=ca_bundle,required=false --mount=type=tmpfs,target=/tmp set -eux; \
     if [ -s /run/secrets/ca_bundle ]; then export PIP_CERT=/run/secrets/ca_bundle; fi; \
     if [ -n "${SSD_PIP_INDEX_URL}" ]; then export PIP_INDEX_URL="${SSD_PIP_INDEX_URL}"; fi; \
     python3 -m venv /opt/venv; \
-    grep -E '^nvidia-' /opt/ssd-repro/requirements.lock > /tmp/nvidia.lock; \
-    pip install --no-deps -r /tmp/nvidia.lock; \
-    rm /tmp/nvidia.lock; \
     pip install -r /opt/ssd-repro/requirements.lock; \
     MAMBA_SKIP_CUDA_BUILD=TRUE MAMBA_FORCE_BUILD=TRUE \
         pip install -c /opt/ssd-repro/constraints.txt --no-deps --no-build-isolation mamba-ssm; \
