@@ -97,8 +97,8 @@ def _cuobjdump() -> str:
                 "install cuda-toolkit[cuobjdump] from the compile group", pytrace=False)
 
 
-@pytest.mark.parametrize("kernel_name", ["_state_pass_kernel", "_segment_state_kernel", "_chunk_out_kernel"],
-                         ids=["state_pass", "segment_state", "chunk_out"])
+@pytest.mark.parametrize("kernel_name", ["_state_pass_kernel", "_chunk_out_kernel"],
+                         ids=["state_pass", "chunk_out"])
 def test_bf16_matmuls_lower_to_hgmma_on_sm90(kernel_name, cubins) -> None:
     import torch
 
@@ -116,7 +116,7 @@ def test_bf16_matmuls_lower_to_hgmma_on_sm90(kernel_name, cubins) -> None:
         assert "HGMMA" in sass, f"{kernel_name} ({spec.name}) has no HGMMA in its sm_90 SASS"
 
 
-@pytest.mark.parametrize("stage", ["chunk_cumsum", "state_pass", "segment_state", "segment_scan", "segment_apply",
+@pytest.mark.parametrize("stage", ["chunk_cumsum", "state_pass", "segment_scan", "segment_apply",
                                    "chunk_out"])
 def test_launch_args_match_kernel_parameters(stage) -> None:
     _require_cuda_tile()

@@ -107,7 +107,7 @@ def test_plan_on_meta_tensors_allocates_outputs_of_the_documented_shapes() -> No
     x, dt, A, B, C, D, h0 = (t.to("meta") if t is not None else None for t in _inputs(seqlen=700, dtype="bf16"))
     launches, y, final_state = cutile_api.plan_forward(x, dt, A, B, C, D, h0, chunk_size=64, arch="sm_90")
     assert [la.kernel._pyfunc.__name__ for la in launches] == [
-        "_chunk_cumsum_kernel", "_segment_state_kernel", "_segment_scan_kernel", "_segment_apply_kernel",
+        "_chunk_cumsum_kernel", "_state_pass_kernel", "_segment_scan_kernel", "_segment_apply_kernel",
         "_chunk_out_kernel"]
     assert (y.shape, y.dtype) == (x.shape, x.dtype)
     assert (final_state.shape, final_state.dtype) == ((1, 2, 32, 16), torch.float32)
@@ -137,7 +137,7 @@ def test_int64_indexing_only_on_the_arrays_past_2_31(variant) -> None:
     launches, _, _ = cutile_api.plan_forward(x, dt, A, B, C, D, h0, chunk_size=128, arch="sm_90",
                                              variant=VARIANTS[variant])
     wide = {la.kernel._pyfunc.__name__: _wide(la) for la in launches}
-    state_kernel = "_segment_state_kernel" if variant == "default" else "_state_pass_kernel"
+    state_kernel = "_state_pass_kernel"
     assert wide[state_kernel] == {"states"}
     if variant == "default":
         assert wide["_segment_apply_kernel"] == {"states"}

@@ -59,8 +59,8 @@ def plan_forward(x, dt, A, B, C, D, initial_state, *, chunk_size: int, arch: str
                 head-major and token-contiguous, zero dt over a ragged tail;
         states  (batch, nheads, nchunks, headdim, dstate): each chunk's entry state (bf16 for bf16
                 inputs, else fp32; see state_pass.state_dtype), by the segment-parallel state pass
-                (kernels.cutile.segment_state; its fp32 segment states and decays besides) or, as
-                the variant "serial-state", by one program per state tile walking every chunk.
+                (kernels.cutile.segment_state; its fp32 segment states and decays besides) or by one
+                program per state tile walking every chunk (kernels.cutile.state_pass).
     """
     dims = SSDDims(*x.shape, *B.shape[2:])
     cfgs = configs if configs is not None else tuning.choose(arch, dims, x.dtype, chunk_size)
@@ -76,7 +76,7 @@ def plan_forward(x, dt, A, B, C, D, initial_state, *, chunk_size: int, arch: str
     else:
         state_launches, states, final_state = segment_state(
             x, B, g, dtT, initial_state, chunk_size=chunk_size, cfg=cfgs.segment_state,
-            scan_cfg=cfgs.segment_scan, apply_cfg=cfgs.segment_apply, int64_everywhere=wide)
+            scan_cfg=cfgs.segment_scan, apply_cfg=cfgs.segment_apply, mode=kind, int64_everywhere=wide)
     out_launch, y = chunk_out(
         x, B, C, g, dtT, states, D, A, chunk_size=chunk_size, cfg=out_cfg, int64_everywhere=wide)
     return [cumsum_launch, *state_launches, out_launch], y, final_state

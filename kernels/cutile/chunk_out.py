@@ -16,59 +16,13 @@ from kernels.cutile._launch import Launch, plan_launch
 from kernels.cutile.tuning import ChunkOutConfig
 
 
-def _chunk_out_kernel(
-    x: ct.Array,                 # (batch, seqlen, nheads, headdim)
-    B: ct.Array,                 # (batch, seqlen, ngroups, dstate)
-    C: ct.Array,                 # (batch, seqlen, ngroups, dstate)
-    g: ct.Array,                 # (batch, nheads, nchunks * CHUNK) fp32, from chunk_cumsum
-    dtT: ct.Array,               # (batch, nheads, nchunks * CHUNK) fp32, from chunk_cumsum
-    states: ct.Array,            # (batch, nheads, nchunks, headdim, dstate): each chunk's entry state
-    D: ct.Array,                 # (nheads,) fp32; unread unless HAS_D
-    y: ct.Array,                 # out (batch, seqlen, nheads, headdim)
-    CHUNK: ct.Constant[int],
-    BLOCK_M: ct.Constant[int],
-    BLOCK_P: ct.Constant[int],
-    BLOCK_N: ct.Constant[int],
-    HAS_D: ct.Constant[bool],
-    C_ONCE: ct.Constant[bool],
-    LATENCY: ct.Constant[int],
-):
-    """Grid (cdiv(seqlen, BLOCK_M) * nheads * headdim/BLOCK_P, batch): BLOCK_M rows x BLOCK_P
-    columns of y for one head of one sequence; row blocks are slowest, so the heads sharing a
-    group's B and C run together."""
-    # Tensor-core operand dtypes: bf16/fp16 as they come (HGMMA on sm_90); fp32 is cast to tf32 on
-    # purpose, since an fp32 ct.mma takes no tensor core path.
-    MMA_DTYPE = ct.static_eval(ct.tfloat32 if x.dtype == ct.float32 else x.dtype)
-    STATE_MMA_DTYPE = ct.static_eval(ct.tfloat32 if states.dtype == ct.float32 else states.dtype)
+def _rows_out(x, B, C, g, dtT, D, y, acc, cb, b, head, group, row_block, chunk, m, p_tile, ntiles,
+              CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, LATENCY, MMA_DTYPE):
+    """One head's BLOCK_M x BLOCK_P block of y, from ``acc`` = C·hᵀ of its entry state (not yet decayed)
+    and, with C_ONCE, ``cb`` = the diagonal C·Bᵀ block (else built here)."""
     M_PER_CHUNK = CHUNK // BLOCK_M
-    # Sizes fit int32 even when offsets need int64; int32 keeps loop bounds and bids of one type.
-    nheads, ngroups = ct.astype(x.shape[2], ct.int32), ct.astype(B.shape[2], ct.int32)
-    ptiles = ct.astype(x.shape[3], ct.int32) // BLOCK_P
-    ntiles = ct.astype(B.shape[3], ct.int32) // BLOCK_N
-    pid, b = ct.bid(0), ct.bid(1)
-    p_tile = pid % ptiles
-    head = (pid // ptiles) % nheads
-    row_block = pid // (ptiles * nheads)      # in BLOCK_M rows of the sequence; never past seqlen
-    chunk, m = row_block // M_PER_CHUNK, row_block % M_PER_CHUNK
-    group = head // (nheads // ngroups)
-
     g_m = ct.load(g, (b, head, row_block), shape=(1, 1, BLOCK_M)).reshape((BLOCK_M, 1))
-    # The carried state first, so that at most two accumulators (y and a C·Bᵀ block) are ever live;
-    # g_m <= 0, so exp2(g_m) <= 1. With C_ONCE (one row block per chunk, so no off-diagonal blocks),
-    # the diagonal C·Bᵀ block is built in the same loop, from the same C tile.
-    acc = ct.zeros((BLOCK_M, BLOCK_P), dtype=ct.float32)
-    if C_ONCE:
-        cb = ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32)
-    for n in range(ntiles):
-        Cm = ct.load(C, (b, row_block, group, n), shape=(1, BLOCK_M, 1, BLOCK_N),
-                     padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((BLOCK_M, BLOCK_N))
-        h = ct.load(states, (b, head, chunk, p_tile, n),
-                    shape=(1, 1, 1, BLOCK_P, BLOCK_N)).reshape((BLOCK_P, BLOCK_N))
-        acc = ct.mma(Cm.astype(STATE_MMA_DTYPE), h.transpose().astype(STATE_MMA_DTYPE), acc)
-        if C_ONCE:
-            Bm = ct.load(B, (b, row_block, group, n), shape=(1, BLOCK_M, 1, BLOCK_N),
-                         padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((BLOCK_M, BLOCK_N))
-            cb = ct.mma(Cm.astype(MMA_DTYPE), Bm.transpose().astype(MMA_DTYPE), cb)
+    # g_m <= 0, so exp2(g_m) <= 1.
     acc = acc * ct.exp2(g_m)
 
     # Column blocks before the diagonal block: every pair is causal (i > j), so no mask. Their
@@ -76,16 +30,16 @@ def _chunk_out_kernel(
     if M_PER_CHUNK > 1:  # resolved at compile time: chunks of one row block skip this loop
         for k in range(m):
             col_block = chunk * M_PER_CHUNK + k
-            cb = ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32)
+            cbk = ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32)
             for n in range(ntiles):
                 Cm = ct.load(C, (b, row_block, group, n), shape=(1, BLOCK_M, 1, BLOCK_N),
                              padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((BLOCK_M, BLOCK_N))
                 Bk = ct.load(B, (b, col_block, group, n), shape=(1, BLOCK_M, 1, BLOCK_N),
                              latency=LATENCY).reshape((BLOCK_M, BLOCK_N))
-                cb = ct.mma(Cm.astype(MMA_DTYPE), Bk.transpose().astype(MMA_DTYPE), cb)
+                cbk = ct.mma(Cm.astype(MMA_DTYPE), Bk.transpose().astype(MMA_DTYPE), cbk)
             g_k = ct.load(g, (b, head, col_block), shape=(1, 1, BLOCK_M)).reshape((1, BLOCK_M))
             dt_k = ct.load(dtT, (b, head, col_block), shape=(1, 1, BLOCK_M)).reshape((1, BLOCK_M))
-            weight = cb * ct.exp2(ct.minimum(g_m - g_k, 0.0)) * dt_k
+            weight = cbk * ct.exp2(ct.minimum(g_m - g_k, 0.0)) * dt_k
             Xk = ct.load(x, (b, col_block, head, p_tile), shape=(1, BLOCK_M, 1, BLOCK_P),
                          latency=LATENCY).reshape((BLOCK_M, BLOCK_P))
             acc = ct.mma(weight.astype(MMA_DTYPE), Xk.astype(MMA_DTYPE), acc)
@@ -111,10 +65,83 @@ def _chunk_out_kernel(
     # there, they contribute nothing to the real rows.
     Xm = ct.load(x, (b, row_block, head, p_tile), shape=(1, BLOCK_M, 1, BLOCK_P),
                  padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((BLOCK_M, BLOCK_P))
-    acc = ct.mma((cb * decay * dt_m).astype(MMA_DTYPE), Xm.astype(MMA_DTYPE), acc)
+    acc = ct.mma((cb.astype(ct.float32) * decay * dt_m).astype(MMA_DTYPE), Xm.astype(MMA_DTYPE), acc)
     if HAS_D:
         acc = acc + ct.load(D, (head,), shape=(1,)).reshape((1, 1)) * Xm.astype(ct.float32)
     ct.store(y, (b, row_block, head, p_tile), acc.reshape((1, BLOCK_M, 1, BLOCK_P)).astype(y.dtype))
+
+
+def _chunk_out_kernel(
+    x: ct.Array,                 # (batch, seqlen, nheads, headdim)
+    B: ct.Array,                 # (batch, seqlen, ngroups, dstate)
+    C: ct.Array,                 # (batch, seqlen, ngroups, dstate)
+    g: ct.Array,                 # (batch, nheads, nchunks * CHUNK) fp32, from chunk_cumsum
+    dtT: ct.Array,               # (batch, nheads, nchunks * CHUNK) fp32, from chunk_cumsum
+    states: ct.Array,            # (batch, nheads, nchunks, headdim, dstate): each chunk's entry state
+    D: ct.Array,                 # (nheads,) fp32; unread unless HAS_D
+    y: ct.Array,                 # out (batch, seqlen, nheads, headdim)
+    CHUNK: ct.Constant[int],
+    BLOCK_M: ct.Constant[int],
+    BLOCK_P: ct.Constant[int],
+    BLOCK_N: ct.Constant[int],
+    BLOCK_H: ct.Constant[int],
+    HAS_D: ct.Constant[bool],
+    C_ONCE: ct.Constant[bool],
+    LATENCY: ct.Constant[int],
+):
+    """Grid (cdiv(seqlen, BLOCK_M) * nheads/BLOCK_H * headdim/BLOCK_P, batch): BLOCK_M rows x BLOCK_P
+    columns of y for BLOCK_H heads of one group of one sequence; row blocks are slowest, so the heads
+    sharing a group's B and C run together. The BLOCK_H heads share one C·Bᵀ block (C_ONCE)."""
+    # Tensor-core operand dtypes: bf16/fp16 as they come (HGMMA on sm_90); fp32 is cast to tf32 on
+    # purpose, since an fp32 ct.mma takes no tensor core path.
+    MMA_DTYPE = ct.static_eval(ct.tfloat32 if x.dtype == ct.float32 else x.dtype)
+    STATE_MMA_DTYPE = ct.static_eval(ct.tfloat32 if states.dtype == ct.float32 else states.dtype)
+    M_PER_CHUNK = CHUNK // BLOCK_M
+    # Sizes fit int32 even when offsets need int64; int32 keeps loop bounds and bids of one type.
+    nheads, ngroups = ct.astype(x.shape[2], ct.int32), ct.astype(B.shape[2], ct.int32)
+    ptiles = ct.astype(x.shape[3], ct.int32) // BLOCK_P
+    ntiles = ct.astype(B.shape[3], ct.int32) // BLOCK_N
+    hblocks = nheads // BLOCK_H
+    pid, b = ct.bid(0), ct.bid(1)
+    p_tile = pid % ptiles
+    head0 = (pid // ptiles) % hblocks * BLOCK_H
+    row_block = pid // (ptiles * hblocks)      # in BLOCK_M rows of the sequence; never past seqlen
+    chunk, m = row_block // M_PER_CHUNK, row_block % M_PER_CHUNK
+    group = head0 // (nheads // ngroups)
+
+    # The carried state first, so that at most two accumulators (y and a C·Bᵀ block) are ever live.
+    # With C_ONCE (one row block per chunk, so no off-diagonal blocks), the diagonal C·Bᵀ block is built
+    # in the same loop as the first head's C·hᵀ, from the same C tile, and serves every head of the program.
+    acc = ct.zeros((BLOCK_M, BLOCK_P), dtype=ct.float32)
+    cb = ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32)
+    for n in range(ntiles):
+        Cm = ct.load(C, (b, row_block, group, n), shape=(1, BLOCK_M, 1, BLOCK_N),
+                     padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((BLOCK_M, BLOCK_N))
+        h = ct.load(states, (b, head0, chunk, p_tile, n),
+                    shape=(1, 1, 1, BLOCK_P, BLOCK_N)).reshape((BLOCK_P, BLOCK_N))
+        acc = ct.mma(Cm.astype(STATE_MMA_DTYPE), h.transpose().astype(STATE_MMA_DTYPE), acc)
+        if C_ONCE:
+            Bm = ct.load(B, (b, row_block, group, n), shape=(1, BLOCK_M, 1, BLOCK_N),
+                         padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((BLOCK_M, BLOCK_N))
+            cb = ct.mma(Cm.astype(MMA_DTYPE), Bm.transpose().astype(MMA_DTYPE), cb)
+    if BLOCK_H == 1:
+        _rows_out(x, B, C, g, dtT, D, y, acc, cb, b, head0, group, row_block, chunk, m, p_tile, ntiles,
+                  CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, LATENCY, MMA_DTYPE)
+    else:
+        # Held across the heads in the operand dtype it is rounded to at its use anyway: half the registers.
+        cb_shared = cb.astype(MMA_DTYPE)
+        _rows_out(x, B, C, g, dtT, D, y, acc, cb_shared, b, head0, group, row_block, chunk, m, p_tile, ntiles,
+                  CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, LATENCY, MMA_DTYPE)
+        for hh in range(1, BLOCK_H):
+            acc = ct.zeros((BLOCK_M, BLOCK_P), dtype=ct.float32)
+            for n in range(ntiles):
+                Cm = ct.load(C, (b, row_block, group, n), shape=(1, BLOCK_M, 1, BLOCK_N),
+                             padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((BLOCK_M, BLOCK_N))
+                h = ct.load(states, (b, head0 + hh, chunk, p_tile, n),
+                            shape=(1, 1, 1, BLOCK_P, BLOCK_N)).reshape((BLOCK_P, BLOCK_N))
+                acc = ct.mma(Cm.astype(STATE_MMA_DTYPE), h.transpose().astype(STATE_MMA_DTYPE), acc)
+            _rows_out(x, B, C, g, dtT, D, y, acc, cb_shared, b, head0 + hh, group, row_block, chunk, m, p_tile,
+                      ntiles, CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, LATENCY, MMA_DTYPE)
 
 
 def _chunk_out_args(x, B, C, g, dtT, states, D, y, cfg: ChunkOutConfig, chunk_size: int, has_D: bool) -> tuple:
@@ -131,6 +158,7 @@ def _chunk_out_args(x, B, C, g, dtT, states, D, y, cfg: ChunkOutConfig, chunk_si
         cfg.block_m,
         cfg.block_p,
         cfg.block_n,
+        cfg.block_h,
         has_D,
         cfg.c_once and chunk_size == cfg.block_m,
         cfg.latency,
@@ -147,8 +175,11 @@ def chunk_out(x: torch.Tensor, B: torch.Tensor, C: torch.Tensor, g: torch.Tensor
     batch, seqlen, nheads, headdim = x.shape
     y = empty((batch, seqlen, nheads, headdim), dtype=x.dtype, device=x.device)
     has_D = D is not None
+    if cfg.block_h > 1 and not (cfg.c_once and chunk_size == cfg.block_m and (nheads // B.shape[2]) % cfg.block_h == 0):
+        raise ValueError(f"chunk_out: block_h={cfg.block_h} needs c_once, block_m == chunk_size ({cfg.block_m} vs "
+                         f"{chunk_size}) and to divide the {nheads // B.shape[2]} heads of a group")
     row_blocks = -(-seqlen // cfg.block_m)
-    grid = (row_blocks * nheads * (headdim // cfg.block_p), batch)
+    grid = (row_blocks * (nheads // cfg.block_h) * (headdim // cfg.block_p), batch)
     args = _chunk_out_args(x, B, C, g, dtT, states, D if has_D else A, y, cfg, chunk_size, has_D)
     launch = plan_launch(_chunk_out_kernel, grid, args, occupancy=cfg.occupancy, int64_everywhere=int64_everywhere)
     return launch, y

@@ -5,8 +5,10 @@ X (chunk, headdim) and B (chunk, dstate) the chunk's rows:
 
     h_next = exp2(g_last) * h + Xᵀ (exp2(g_last - g) * dt * B)
 
-The loop over chunks is sequential inside one program; programs split (batch, head, headdim tile,
-dstate tile), which are independent.
+``_state_pass_kernel`` walks this recurrence through the chunks of one segment of a sequence inside one
+program; programs split (segment, batch, head, headdim tile, dstate tile), which are independent. The
+serial pass (the post's) is the walk over one segment, the whole sequence, from the initial state; the
+segment-parallel pass (kernels.cutile.segment_state) runs the same walk over many shorter segments.
 """
 
 import cuda.tile as ct
@@ -16,23 +18,42 @@ from kernels.alloc import empty
 from kernels.cutile._launch import Launch, plan_launch
 from kernels.cutile.tuning import StatePassConfig
 
+# SEG_CHUNKS of the serial pass: one segment longer than any sequence, one compiled kernel for every length.
+WHOLE_SEQUENCE = 1 << 30
+
+
+def state_tile(pid, ntiles, ptiles, nheads):
+    """(n_tile, p_tile, head, rest) of a program id laid out as rest x head x headdim tile x dstate tile."""
+    n_tile = pid % ntiles
+    p_tile = (pid // ntiles) % ptiles
+    head = (pid // (ntiles * ptiles)) % nheads
+    return n_tile, p_tile, head, pid // (ntiles * ptiles * nheads)
+
 
 def _state_pass_kernel(
     x: ct.Array,                 # (batch, seqlen, nheads, headdim)
     B: ct.Array,                 # (batch, seqlen, ngroups, dstate)
     g: ct.Array,                 # (batch, nheads, nchunks * CHUNK) fp32, from chunk_cumsum
     dtT: ct.Array,               # (batch, nheads, nchunks * CHUNK) fp32, from chunk_cumsum
-    initial_state: ct.Array,     # (batch, nheads, headdim, dstate) fp32; unread unless HAS_INITIAL_STATE
-    states: ct.Array,            # out (batch, nheads, nchunks, headdim, dstate): entry state of each chunk
-    final_state: ct.Array,       # out (batch, nheads, headdim, dstate) fp32
+    seg_entry: ct.Array,         # (batch, nheads, nseg, headdim, dstate) fp32: each segment's entry; read if FROM_ENTRY
+    states: ct.Array,            # out (batch, nheads, nchunks, headdim, dstate): each chunk's entry; if STORE_STATES
+    chunk_decay: ct.Array,       # out (batch, nheads, nchunks) fp32: log2 decay since the segment start; if STORE_DECAY
+    seg_end: ct.Array,           # out (batch, nheads, nseg, headdim, dstate) fp32: each segment's end; if STORE_END
+    seg_decay: ct.Array,         # out (batch, nheads, nseg) fp32: each segment's total log2 decay; if STORE_END
     CHUNK: ct.Constant[int],
     BLOCK_P: ct.Constant[int],
     BLOCK_N: ct.Constant[int],
-    HAS_INITIAL_STATE: ct.Constant[bool],
+    SEG_CHUNKS: ct.Constant[int],
+    FROM_ENTRY: ct.Constant[bool],
+    STORE_STATES: ct.Constant[bool],
+    STORE_DECAY: ct.Constant[bool],
+    STORE_END: ct.Constant[bool],
     LATENCY: ct.Constant[int],
 ):
-    """Grid (nheads * headdim/BLOCK_P * dstate/BLOCK_N, batch): one (BLOCK_P, BLOCK_N) tile of one
-    head's state, carried in fp32 registers through every chunk of one sequence."""
+    """Grid (nseg * nheads * headdim/BLOCK_P * dstate/BLOCK_N, batch): one (BLOCK_P, BLOCK_N) tile of one
+    head's state, carried in fp32 registers through the chunks of one segment, from the segment's entry
+    state (FROM_ENTRY) or from zero. Segments are slowest, so the heads sharing a group's B run together.
+    The flags are compile-time: a walk stores only what its pass needs."""
     # bf16/fp16 operands run on the tensor cores as they are (HGMMA on sm_90); fp32 operands are cast
     # to tf32 on purpose: an fp32 ct.mma takes no tensor core path and spills.
     MMA_DTYPE = ct.static_eval(ct.tfloat32 if x.dtype == ct.float32 else x.dtype)
@@ -41,21 +62,25 @@ def _state_pass_kernel(
     ptiles = ct.astype(x.shape[3], ct.int32) // BLOCK_P
     ntiles = ct.astype(B.shape[3], ct.int32) // BLOCK_N
     nchunks = ct.astype(g.shape[2], ct.int32) // CHUNK
-    pid, b = ct.bid(0), ct.bid(1)
-    n_tile = pid % ntiles
-    p_tile = (pid // ntiles) % ptiles
-    head = pid // (ntiles * ptiles)
+    b = ct.bid(1)
+    n_tile, p_tile, head, seg = state_tile(ct.bid(0), ntiles, ptiles, nheads)
     group = head // (nheads // ngroups)
+    first = seg * SEG_CHUNKS
 
-    if HAS_INITIAL_STATE:
-        h = ct.load(initial_state, (b, head, p_tile, n_tile), shape=(1, 1, BLOCK_P, BLOCK_N))
+    if FROM_ENTRY:
+        h = ct.load(seg_entry, (b, head, seg, p_tile, n_tile), shape=(1, 1, 1, BLOCK_P, BLOCK_N))
         h = h.reshape((BLOCK_P, BLOCK_N))
     else:
         h = ct.zeros((BLOCK_P, BLOCK_N), dtype=ct.float32)
-
-    for chunk in range(nchunks):
-        ct.store(states, (b, head, chunk, p_tile, n_tile),
-                 h.reshape((1, 1, 1, BLOCK_P, BLOCK_N)).astype(states.dtype))
+    decay = ct.zeros((1,), dtype=ct.float32)
+    for k in range(min(SEG_CHUNKS, nchunks - first)):
+        chunk = first + k
+        if STORE_STATES:
+            ct.store(states, (b, head, chunk, p_tile, n_tile),
+                     h.reshape((1, 1, 1, BLOCK_P, BLOCK_N)).astype(states.dtype))
+        if STORE_DECAY:
+            # Every state tile of the head stores the same d_c: identical values, so the duplicates are benign.
+            ct.store(chunk_decay, (b, head, chunk), decay.reshape((1, 1, 1)))
         # Rows past seqlen load as zeros: with dt = 0 there too, the ragged tail adds nothing.
         X = ct.load(x, (b, chunk, head, p_tile), shape=(1, CHUNK, 1, BLOCK_P),
                     padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((CHUNK, BLOCK_P))
@@ -70,26 +95,25 @@ def _state_pass_kernel(
         weight = ct.exp2(ct.minimum(g_last - gc, 0.0)) * dtc
         Bw = (Bc * weight.reshape((CHUNK, 1))).astype(MMA_DTYPE)
         h = ct.mma(X.transpose().astype(MMA_DTYPE), Bw, h * ct.exp2(g_last).reshape((1, 1)))
+        # A sum of non-positive numbers: stays <= 0 under rounding.
+        decay = decay + g_last
 
-    ct.store(final_state, (b, head, p_tile, n_tile), h.reshape((1, 1, BLOCK_P, BLOCK_N)))
+    if STORE_END:
+        ct.store(seg_end, (b, head, seg, p_tile, n_tile), h.reshape((1, 1, 1, BLOCK_P, BLOCK_N)))
+        ct.store(seg_decay, (b, head, seg), decay.reshape((1, 1, 1)))
 
 
-def _state_pass_args(x, B, g, dtT, initial_state, states, final_state, cfg: StatePassConfig,
-                     chunk_size: int, has_initial_state: bool) -> tuple:
-    return (
-        x,
-        B,
-        g,
-        dtT,
-        initial_state,
-        states,
-        final_state,
-        chunk_size,
-        cfg.block_p,
-        cfg.block_n,
-        has_initial_state,
-        cfg.latency,
-    )
+def walk_args(x, B, g, dtT, *, seg_entry, states, chunk_decay, seg_end, seg_decay, chunk_size: int, block_p: int,
+              block_n: int, seg_chunks: int, from_entry: bool, store_states: bool, store_decay: bool,
+              store_end: bool, latency: int) -> tuple:
+    """``_state_pass_kernel``'s arguments, by name; a buffer a walk does not touch may be any array of its rank."""
+    return (x, B, g, dtT, seg_entry, states, chunk_decay, seg_end, seg_decay, chunk_size, block_p, block_n,
+            seg_chunks, from_entry, store_states, store_decay, store_end, latency)
+
+
+def walk_grid(x: torch.Tensor, B: torch.Tensor, nseg: int, block_p: int, block_n: int) -> tuple[int, int]:
+    batch, _, nheads, headdim = x.shape
+    return nseg * nheads * (headdim // block_p) * (B.shape[3] // block_n), batch
 
 
 def state_dtype(x_dtype: torch.dtype) -> torch.dtype:
@@ -105,16 +129,21 @@ def state_dtype(x_dtype: torch.dtype) -> torch.dtype:
 def state_pass(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torch.Tensor,
                initial_state: torch.Tensor | None, *, chunk_size: int,
                cfg: StatePassConfig, int64_everywhere: bool = False) -> tuple[Launch, torch.Tensor, torch.Tensor]:
-    """Plan stage 2; returns the launch, the chunk entry states and the final state it fills."""
+    """Plan stage 2 as one walk over the whole sequence; returns the launch, the chunk entry states and the
+    final state it fills."""
     batch, seqlen, nheads, headdim = x.shape
     dstate = B.shape[3]
     nchunks = g.shape[2] // chunk_size
     states = empty((batch, nheads, nchunks, headdim, dstate), dtype=state_dtype(x.dtype), device=x.device)
     final_state = empty((batch, nheads, headdim, dstate), dtype=torch.float32, device=x.device)
-    has_initial_state = initial_state is not None
-    # Without an initial state the kernel never reads that parameter; final_state stands in for it.
-    h0 = initial_state if has_initial_state else final_state
-    grid = (nheads * (headdim // cfg.block_p) * (dstate // cfg.block_n), batch)
-    args = _state_pass_args(x, B, g, dtT, h0, states, final_state, cfg, chunk_size, has_initial_state)
-    launch = plan_launch(_state_pass_kernel, grid, args, occupancy=cfg.occupancy, int64_everywhere=int64_everywhere)
+    # One segment: the final state is its end state, the initial state its entry (read only if given).
+    seg_end = final_state.unsqueeze(2)
+    seg_entry = initial_state.unsqueeze(2) if initial_state is not None else seg_end
+    total_decay = empty((batch, nheads, 1), dtype=torch.float32, device=x.device)
+    args = walk_args(x, B, g, dtT, seg_entry=seg_entry, states=states, chunk_decay=total_decay, seg_end=seg_end,
+                     seg_decay=total_decay, chunk_size=chunk_size, block_p=cfg.block_p, block_n=cfg.block_n,
+                     seg_chunks=WHOLE_SEQUENCE, from_entry=initial_state is not None, store_states=True,
+                     store_decay=False, store_end=True, latency=cfg.latency)
+    launch = plan_launch(_state_pass_kernel, walk_grid(x, B, 1, cfg.block_p, cfg.block_n), args,
+                         occupancy=cfg.occupancy, int64_everywhere=int64_everywhere)
     return launch, states, final_state

@@ -4,8 +4,8 @@
 
 Varies one stage's configuration at a time around the choosers' (``kernels.cutile.tuning.choose``), passed
 to the forward as its ``configs``, at the
-benchmark's shape (batch 4, 8 heads, headdim 64, 1 group, chunk 128, bf16), plus the serial state pass
-(variant ``serial-state``). For each candidate: the correctness gate against
+benchmark's shape (batch 4, 8 heads, headdim 64, 1 group, chunk 128, bf16), plus the three state passes
+(variants ``serial-state``, ``rewalk-state``, ``apply-state``). For each candidate: the correctness gate against
 the float64 chunked reference with the tolerance table, then CUPTI kernel time with an L2 flush before
 every rep, and the time of each kernel of the forward (L2 flushed too). Data for choosing defaults; the
 benchmark, not this, measures what the suite claims.
@@ -34,7 +34,7 @@ from validation.results import write_json_atomic
 _STAGES = ("state_pass", "chunk_out", "segment_state", "segment_scan", "segment_apply")
 
 
-def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: str | None):
+def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None):
     """(name, variant, configs) around the default configuration, one stage at a time."""
     dims = SSDDims(spec.batch, spec.seqlen, spec.nheads, spec.headdim, spec.ngroups, spec.dstate)
     base = tuning.choose("sm_90", dims, dtype, spec.chunk_size)
@@ -42,23 +42,19 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: str | None):
     def one(name: str, variant: str, stage: str | None = None, cfg=None):
         return name, variant, base if stage is None else dataclasses.replace(base, **{stage: cfg})
 
-    out = [one("default", "default"), one("serial-state", "serial-state"), one("segmented-state", "segmented-state")]
+    out = [one("default", "default"), one("serial-state", "serial-state"), one("rewalk-state", "rewalk-state"),
+           one("apply-state", "apply-state")]
     seg, co = base.segment_state, base.chunk_out
-    for k, block_n, occupancy in ((16, 32, None), (16, 32, 4), (32, 32, 4), (8, 64, 2), (32, 128, 2)):
+    for k, block_n, occupancy in ((8, 32, 4), (16, 32, 4), (32, 32, 4), (16, 64, 2), (8, 64, 2), (16, 128, None)):
         cand = dataclasses.replace(seg, seg_chunks=k, block_n=min(block_n, spec.dstate), occupancy=occupancy)
         if cand != seg:
-            out.append(one(f"segmented K{k} n{cand.block_n} occ{occupancy}", "default", "segment_state", cand))
-    apply = base.segment_apply
-    for bp, bn, occupancy in ((8, 128, None), (32, 64, None), (16, 64, None), (64, 128, None), (16, 128, 8)):
-        cand = dataclasses.replace(apply, block_p=min(bp, spec.headdim), block_n=min(bn, spec.dstate),
-                                   occupancy=occupancy)
-        if cand != apply:
-            out.append(one(f"segment_apply p{cand.block_p} n{cand.block_n} occ{occupancy}", "segmented-state",
-                           "segment_apply", cand))
-    for cand in (dataclasses.replace(co, occupancy=None), dataclasses.replace(co, block_n=min(64, spec.dstate))):
+            out.append(one(f"rewalk K{k} n{cand.block_n} occ{occupancy}", "rewalk-state", "segment_state", cand))
+    for cand in (dataclasses.replace(co, occupancy=None), dataclasses.replace(co, block_n=min(64, spec.dstate)),
+                 *(dataclasses.replace(co, block_h=h) for h in (2, 4, 8))):
         if cand != co:
-            out.append(one(f"chunk_out n{cand.block_n} occ{cand.occupancy}", "default", "chunk_out", cand))
-    return [c for c in out if only is None or c[0].startswith(only) or c[0] == "default"]
+            out.append(one(f"chunk_out n{cand.block_n} occ{cand.occupancy} h{cand.block_h}", "default", "chunk_out",
+                           cand))
+    return [c for c in out if only is None or c[0].startswith(tuple(only)) or c[0] == "default"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seqlen", nargs="+", type=int, default=[16384])
     parser.add_argument("--dstate", nargs="+", type=int, default=[128, 512])
     parser.add_argument("--reps", type=int, default=10)
-    parser.add_argument("--only", default=None, help="candidates whose name starts with this (and the default)")
+    parser.add_argument("--only", nargs="+", default=None,
+                        help="candidates whose name starts with one of these (and the default)")
     args = parser.parse_args(argv)
     from kernels.cutile.api import ssd_fwd_cutile_variant
 
