@@ -76,7 +76,7 @@ def plan_forward(x, dt, A, B, C, D, initial_state, *, chunk_size: int, arch: str
     else:
         state_launches, states, final_state = segment_state(
             x, B, g, dtT, initial_state, chunk_size=chunk_size, cfg=cfgs.segment_state,
-            scan_cfg=cfgs.segment_scan, apply_cfg=cfgs.segment_apply, mode=kind, int64_everywhere=wide)
+            scan_cfg=cfgs.segment_scan, apply_cfg=cfgs.segment_apply, int64_everywhere=wide)
     out_launch, y = chunk_out(
         x, B, C, g, dtT, states, D, A, chunk_size=chunk_size, cfg=out_cfg, int64_everywhere=wide)
     return [cumsum_launch, *state_launches, out_launch], y, final_state

@@ -7,22 +7,23 @@ entry:
     h_c = L_c + exp2(d_c) * E_s
 
 where L_c is the state the chunk jump formula reaches from zero at the segment's start, and d_c the
-summed log2 decay of the segment's chunks before c (<= 0). Every walk is ``_state_pass_kernel`` over
-one segment per program: chains of K chunks instead of the whole sequence, nseg times more of them.
+summed log2 decay of the segment's chunks before c (<= 0). Three launches:
 
-- The local walk: from zero, each segment's end state and total decay.
+- The local walk, ``_state_pass_kernel`` over one segment per program (chains of K chunks instead of the
+  whole sequence, nseg times more of them), from zero: every L_c and d_c, each segment's end state and
+  its total decay.
 - ``_segment_scan_kernel``: one program per (head, state tile) walks the segments:
   E_0 = initial state (or 0), E_{s+1} = exp2(D_s) E_s + L_end(s); the last value is the final state.
-- Then every chunk's entry state, one of two ways (``mode``):
-  - "rewalk": a second walk from E_s writes every h_c, carried in fp32 as the serial pass carries it.
-    The chunk states are written once and never read back; the walk reads x and B again.
-  - "apply": the local walk also writes every L_c and d_c, and ``_segment_apply_kernel`` (one
-    program per chunk, head and state tile) rewrites them in place as L_c + exp2(d_c) E_s, in fp32,
-    rounded once to the states' dtype: the chunk states cross memory three times.
+- ``_segment_apply_kernel``: the local walk also wrote every L_c and d_c; one program per (chunk, head,
+  state tile) rewrites them in place as h_c = L_c + exp2(d_c) E_s, in fp32, rounded once to the states'
+  dtype.
 
 The states buffer then holds every chunk's true entry state, as the serial pass leaves it, so
 chunk_out is the same for all. (Rebuilding h_c inside chunk_out instead, as it loads the states,
-measured 80-300 us slower per call there than this pass costs, on the H200.)
+measured 80-300 us slower per call there than this pass costs, on the H200. So did a second walk from
+each segment's entry that writes h_c directly, the chunk states then crossing memory once instead of
+three times: at 16384 tokens 270 vs 264 us for the whole forward at dstate 128 and 733 vs 722 us at
+dstate 512, the walks being latency-bound, not memory-bound; reports/published/0.1.0+20261201T035700Z-01b48e7-dirty.)
 """
 
 import cuda.tile as ct
@@ -91,12 +92,9 @@ def _segment_apply_kernel(
 
 def segment_state(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torch.Tensor,
                   initial_state: torch.Tensor | None, *, chunk_size: int, cfg: SegmentStateConfig,
-                  scan_cfg: SegmentScanConfig, apply_cfg: SegmentApplyConfig, mode: str = "rewalk",
-                  int64_everywhere: bool = False) -> tuple[list[Launch], torch.Tensor, torch.Tensor]:
-    """Plan stage 2 as three launches (``mode`` "rewalk" or "apply"); returns them, the chunk entry states and
-    the final state."""
-    if mode not in ("rewalk", "apply"):
-        raise ValueError(f"segment_state: mode={mode!r}; expected 'rewalk' or 'apply'")
+                  scan_cfg: SegmentScanConfig, apply_cfg: SegmentApplyConfig, int64_everywhere: bool = False
+                  ) -> tuple[list[Launch], torch.Tensor, torch.Tensor]:
+    """Plan stage 2 as three launches; returns them, the chunk entry states and the final state."""
     batch, seqlen, nheads, headdim = x.shape
     dstate = B.shape[3]
     nchunks = g.shape[2] // chunk_size
@@ -104,21 +102,19 @@ def segment_state(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torch.
     nseg = -(-nchunks // K)
     dev = x.device
     states = empty((batch, nheads, nchunks, headdim, dstate), dtype=state_dtype(x.dtype), device=dev)
+    chunk_decay = empty((batch, nheads, nchunks), dtype=torch.float32, device=dev)
     seg_state = empty((batch, nheads, nseg, headdim, dstate), dtype=torch.float32, device=dev)
     seg_decay = empty((batch, nheads, nseg), dtype=torch.float32, device=dev)
     seg_entry = empty(seg_state.shape, dtype=torch.float32, device=dev)
     final_state = empty((batch, nheads, headdim, dstate), dtype=torch.float32, device=dev)
-    chunk_decay = empty((batch, nheads, nchunks), dtype=torch.float32, device=dev) if mode == "apply" else seg_decay
 
-    def walk(**flags) -> Launch:
-        args = walk_args(x, B, g, dtT, seg_entry=seg_entry, states=states, chunk_decay=chunk_decay,
-                         seg_end=seg_state, seg_decay=seg_decay, chunk_size=chunk_size, block_p=cfg.block_p,
-                         block_n=cfg.block_n, seg_chunks=K, latency=cfg.latency, **flags)
-        return plan_launch(_state_pass_kernel, walk_grid(x, B, nseg, cfg.block_p, cfg.block_n), args,
-                           occupancy=cfg.occupancy, int64_everywhere=int64_everywhere)
-
-    apply = mode == "apply"
-    local = walk(from_entry=False, store_states=apply, store_decay=apply, store_end=True)
+    # The local walk starts from zero: seg_entry stands in for the entry it never reads.
+    local_args = walk_args(x, B, g, dtT, seg_entry=seg_entry, states=states, chunk_decay=chunk_decay,
+                           seg_end=seg_state, seg_decay=seg_decay, chunk_size=chunk_size, block_p=cfg.block_p,
+                           block_n=cfg.block_n, seg_chunks=K, from_entry=False, store_states=True,
+                           store_decay=True, store_end=True, latency=cfg.latency)
+    local = plan_launch(_state_pass_kernel, walk_grid(x, B, nseg, cfg.block_p, cfg.block_n), local_args,
+                        occupancy=cfg.occupancy, int64_everywhere=int64_everywhere)
 
     has_initial_state = initial_state is not None
     # Without an initial state the kernel never reads that parameter; final_state stands in for it.
@@ -129,11 +125,8 @@ def segment_state(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torch.
     scan = plan_launch(_segment_scan_kernel, scan_grid, scan_args, occupancy=scan_cfg.occupancy,
                        int64_everywhere=int64_everywhere)
 
-    if not apply:
-        return [local, scan, walk(from_entry=True, store_states=True, store_decay=False, store_end=False)], \
-            states, final_state
     apply_args = (states, chunk_decay, seg_entry, apply_cfg.block_p, apply_cfg.block_n, K)
     apply_grid = (nchunks * nheads * (headdim // apply_cfg.block_p) * (dstate // apply_cfg.block_n), batch)
-    complete = plan_launch(_segment_apply_kernel, apply_grid, apply_args, occupancy=apply_cfg.occupancy,
-                           int64_everywhere=int64_everywhere)
-    return [local, scan, complete], states, final_state
+    apply = plan_launch(_segment_apply_kernel, apply_grid, apply_args, occupancy=apply_cfg.occupancy,
+                        int64_everywhere=int64_everywhere)
+    return [local, scan, apply], states, final_state

@@ -26,10 +26,10 @@ _MAX_SEGMENT_CHUNKS = 64
 class Variant:
     """Which structure of the forward runs: the default, or an ablation that changes one thing.
 
-    ``state``: "rewalk" or "apply" (the segment-parallel state pass of kernels.cutile.segment_state: local
-    walks per segment, a scan over segments, then every chunk's state by a second walk from the segment's
-    entry, or completed in place), "serial" (one program walks every chunk of a sequence, as the post's
-    fwd_pass_state) or "auto" (the one ``state_pass_kind`` picks for the shape).
+    ``state``: "segmented" (the segment-parallel state pass of kernels.cutile.segment_state: local walks
+    per segment, a scan over segments, the entry states completed in place), "serial" (one program walks
+    every chunk of a sequence, as the post's fwd_pass_state) or "auto" (the one ``state_pass_kind`` picks
+    for the shape).
     ``int64``: "per-array" (int64 indexing only on the arrays whose span passes 2**31) or "all" (every
     array of a kernel as soon as one needs it, as before).
     ``c_once``: chunk_out builds the diagonal C·Bᵀ block in its C·hᵀ loop, loading C once (False: two
@@ -44,8 +44,7 @@ class Variant:
 VARIANTS = {
     "default": Variant(),
     "serial-state": Variant(state="serial"),
-    "rewalk-state": Variant(state="rewalk"),
-    "apply-state": Variant(state="apply"),
+    "segmented-state": Variant(state="segmented"),
     "int64-all": Variant(int64="all"),
     "c-twice": Variant(c_once=False),
 }
@@ -110,7 +109,7 @@ def chunk_cumsum_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size
 
 
 def state_pass_kind(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> str:
-    """"serial", "rewalk" or "apply": the state pass that measured faster on the H200 for this kind of shape.
+    """"segmented" or "serial": the state pass that measured faster on the H200 for this kind of shape.
 
     From the benchmark of 2026-12-01 (batch 4, 8 heads, headdim 64, chunk 128, bf16; whole forward, CUPTI):
     dstate 512 segmented everywhere (1024 tokens 63 vs 80 us, 16384: 758 vs 824, 131072: 5708 vs 6112,
@@ -123,7 +122,7 @@ def state_pass_kind(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: in
         return "serial"
     if dims.dstate <= 64 and nchunks <= 8:
         return "serial"
-    return "apply"
+    return "segmented"
 
 
 def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> StatePassConfig:

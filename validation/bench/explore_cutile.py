@@ -4,8 +4,8 @@
 
 Varies one stage's configuration at a time around the choosers' (``kernels.cutile.tuning.choose``), passed
 to the forward as its ``configs``, at the
-benchmark's shape (batch 4, 8 heads, headdim 64, 1 group, chunk 128, bf16), plus the three state passes
-(variants ``serial-state``, ``rewalk-state``, ``apply-state``). For each candidate: the correctness gate against
+benchmark's shape (batch 4, 8 heads, headdim 64, 1 group, chunk 128, bf16), plus both state passes
+(variants ``serial-state`` and ``segmented-state``). For each candidate: the correctness gate against
 the float64 chunked reference with the tolerance table, then CUPTI kernel time with an L2 flush before
 every rep, and the time of each kernel of the forward (L2 flushed too). Data for choosing defaults; the
 benchmark, not this, measures what the suite claims.
@@ -42,13 +42,13 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None):
     def one(name: str, variant: str, stage: str | None = None, cfg=None):
         return name, variant, base if stage is None else dataclasses.replace(base, **{stage: cfg})
 
-    out = [one("default", "default"), one("serial-state", "serial-state"), one("rewalk-state", "rewalk-state"),
-           one("apply-state", "apply-state")]
+    out = [one("default", "default"), one("serial-state", "serial-state"), one("segmented-state", "segmented-state")]
     seg, co = base.segment_state, base.chunk_out
     for k, block_n, occupancy in ((8, 32, 4), (16, 32, 4), (32, 32, 4), (16, 64, 2), (8, 64, 2), (16, 128, None)):
         cand = dataclasses.replace(seg, seg_chunks=k, block_n=min(block_n, spec.dstate), occupancy=occupancy)
         if cand != seg:
-            out.append(one(f"rewalk K{k} n{cand.block_n} occ{occupancy}", "rewalk-state", "segment_state", cand))
+            out.append(one(f"segmented K{k} n{cand.block_n} occ{occupancy}", "segmented-state", "segment_state",
+                           cand))
     for cand in (dataclasses.replace(co, occupancy=None), dataclasses.replace(co, block_n=min(64, spec.dstate)),
                  *(dataclasses.replace(co, block_h=h) for h in (2, 4, 8))):
         if cand != co:
