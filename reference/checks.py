@@ -13,10 +13,10 @@ purpose): dt >= 0 and A < 0 are the caller's contract (docs/design.md, "Input co
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass
-from typing import NamedTuple
+from dataclasses import dataclass, fields
 
 import torch
+from torch import Tensor
 
 __all__ = ["CHUNK_SIZE", "REFERENCE_LIMITS", "Limits", "SSDDims", "check_inputs", "FLOAT_DTYPES", "dtype_name"]
 
@@ -52,13 +52,24 @@ class Limits:
     int64_indexing: bool = True                  # False: refuses tensors past 2**31 elements
 
 
-class SSDDims(NamedTuple):
+@dataclass(frozen=True)
+class SSDDims:
+    """The six sizes of one SSD forward: what ``check_inputs`` returns, and the first fields of
+    ``reference.ProblemSpec``, which extends them. It keeps the NamedTuple API it had: it unpacks like a tuple
+    (``batch, seqlen, *_ = dims``) and ``_asdict()`` gives the six sizes by name."""
+
     batch: int
     seqlen: int
     nheads: int
     headdim: int
     ngroups: int
     dstate: int
+
+    def _asdict(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(SSDDims)}
+
+    def __iter__(self):
+        return iter(self._asdict().values())
 
 
 def _fail(who: str, message: str, kind: type[Exception] = ValueError) -> None:
@@ -82,22 +93,9 @@ def _require_shape(who: str, name: str, t: torch.Tensor, shape: tuple[int, ...],
         _fail(who, f"{name} has shape {tuple(t.shape)}; expected {shape} = {meaning}")
 
 
-def check_inputs(
-    x: torch.Tensor,
-    dt: torch.Tensor,
-    A: torch.Tensor,
-    B: torch.Tensor,
-    C: torch.Tensor,
-    D: torch.Tensor | None = None,
-    initial_state: torch.Tensor | None = None,
-    *,
-    chunk_size: int,
-    who: str,
-    x_dtypes: Collection[torch.dtype] = FLOAT_DTYPES,
-    chunk_sizes: Collection[int] | None = None,
-    require_cuda: bool = False,
-    unit_stride_last_dim: bool = False,
-) -> SSDDims:
+def check_inputs(x: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Tensor | None = None,
+                 initial_state: Tensor | None = None, *, chunk_size: int, who: str, x_dtypes=FLOAT_DTYPES,
+                 chunk_sizes=None, require_cuda=False, unit_stride_last_dim=False) -> SSDDims:
     """Check the common SSD forward signature and return its dimensions.
 
     Layout (mamba_ssm's): x (batch, seqlen, nheads, headdim); dt (batch, seqlen, nheads) fp32;
@@ -106,8 +104,8 @@ def check_inputs(
 
     Args:
         who: the entry point's name, which starts every message.
-        x_dtypes: the dtypes this implementation takes for x, B and C.
-        chunk_sizes: the chunk sizes it supports (None: any integer >= 1).
+        x_dtypes: the dtypes (a collection of torch.dtype) this implementation takes for x, B and C.
+        chunk_sizes: the chunk sizes (a collection of int) it supports; None: any integer >= 1.
         require_cuda: the implementation runs only on a CUDA device.
         unit_stride_last_dim: every tensor must have stride 1 in its last dimension (kernels that
             cannot take a general stride copy instead; this is for those that must refuse).

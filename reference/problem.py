@@ -6,6 +6,8 @@ from dataclasses import asdict, dataclass, fields
 
 import torch
 
+from reference.checks import SSDDims
+
 __all__ = ["DTYPES", "REGIMES", "ProblemSpec", "SSDInputs"]
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "fp64": torch.float64}
@@ -37,20 +39,15 @@ class SSDInputs:
 
 
 @dataclass(frozen=True)
-class ProblemSpec:
-    """One SSD forward problem: shape, dtype, input regime and seed.
+class ProblemSpec(SSDDims):
+    """One SSD forward problem: its six sizes (the fields of ``SSDDims``, which it extends, in their order),
+    chunk size, dtype, input regime and seed.
 
     ``dtype`` names the dtype of x, B and C (``bf16``, ``fp16``, ``fp32``, ``fp64``); dt, A, D and
     initial_state are fp32 (fp64 when dtype is fp64). ``regime`` names a function in
     ``reference.regimes.REGIMES``. The same spec, seed and device always build the same tensors.
     """
 
-    batch: int
-    seqlen: int
-    nheads: int
-    headdim: int
-    ngroups: int
-    dstate: int
     chunk_size: int
     dtype: str = "bf16"
     regime: str = "typical"
@@ -59,7 +56,7 @@ class ProblemSpec:
     with_initial_state: bool = False
 
     def __post_init__(self) -> None:
-        for name in ("batch", "seqlen", "nheads", "headdim", "ngroups", "dstate", "chunk_size"):
+        for name in self.shape_dict():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"ProblemSpec.{name} must be an int >= 1; got {value!r}")
@@ -84,8 +81,8 @@ class ProblemSpec:
         return self.batch * self.seqlen * self.nheads * self.headdim
 
     def shape_dict(self) -> dict[str, int]:
-        names = ("batch", "seqlen", "nheads", "headdim", "ngroups", "dstate", "chunk_size")
-        return {k: getattr(self, k) for k in names}
+        """The six sizes and the chunk size, by name."""
+        return {**self._asdict(), "chunk_size": self.chunk_size}
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
