@@ -6,19 +6,24 @@ and every message names the argument, what was expected and what came, for examp
     ValueError: ssd_fwd_cutile: B has shape (2, 64, 3, 16); expected (batch, seqlen, ngroups, dstate)
     with batch=2, seqlen=64 and ngroups dividing nheads=8 (got ngroups=3)
 
-Values are not inspected (that would synchronise the GPU, and the NaN/Inf regimes pass bad values on
-purpose): dt >= 0 and A < 0 are the caller's contract (docs/design.md, "Input contract").
+Of the values, only dt's and A's are inspected (``check_domain``; docs/design.md, "Input contract"): a kernel
+takes Mamba's parameterisation, A <= 0 and dt >= 0, both finite, and refuses the rest with a ``DomainError``
+(a ``ValueError``) that counts the entries out of range and names the first; the float64 references take any
+real A and dt. x, B, C, D and the initial state are not inspected (the NaN and Inf regimes pass bad values
+in x on purpose).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection
 from dataclasses import dataclass, fields
 
 import torch
 from torch import Tensor
 
-__all__ = ["CHUNK_SIZE", "REFERENCE_LIMITS", "Limits", "SSDDims", "check_inputs", "FLOAT_DTYPES", "dtype_name"]
+__all__ = ["CHUNK_SIZE", "DOMAINS", "REFERENCE_LIMITS", "DomainError", "Limits", "SSDDims", "check_domain",
+           "check_inputs", "FLOAT_DTYPES", "dtype_name"]
 
 # The one signature's default chunk: the post's, and what our kernels and TileGym are tuned for.
 CHUNK_SIZE = 128
@@ -94,8 +99,8 @@ def _require_shape(who: str, name: str, t: torch.Tensor, shape: tuple[int, ...],
 
 
 def check_inputs(x: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Tensor | None = None,
-                 initial_state: Tensor | None = None, *, chunk_size: int, who: str, x_dtypes=FLOAT_DTYPES,
-                 chunk_sizes=None, require_cuda=False, unit_stride_last_dim=False) -> SSDDims:
+                 initial_state: Tensor | None = None, *, chunk_size: int, who: str, domain: str | None = None,
+                 x_dtypes=FLOAT_DTYPES, chunk_sizes=None, require_cuda=False, unit_stride_last_dim=False) -> SSDDims:
     """Check the common SSD forward signature and return its dimensions.
 
     Layout (mamba_ssm's): x (batch, seqlen, nheads, headdim); dt (batch, seqlen, nheads) fp32;
@@ -104,12 +109,18 @@ def check_inputs(x: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Tens
 
     Args:
         who: the entry point's name, which starts every message.
+        domain: the values of A and dt it takes: ``"mamba"`` (A <= 0, dt >= 0, both finite; ``check_domain``)
+            or ``"any"``. None: ``DOMAINS[who]``, which is ``"mamba"`` for every entry point but the float64
+            references.
         x_dtypes: the dtypes (a collection of torch.dtype) this implementation takes for x, B and C.
         chunk_sizes: the chunk sizes (a collection of int) it supports; None: any integer >= 1.
         require_cuda: the implementation runs only on a CUDA device.
         unit_stride_last_dim: every tensor must have stride 1 in its last dimension (kernels that
             cannot take a general stride copy instead; this is for those that must refuse).
     """
+    domain = DOMAINS.get(who, "mamba") if domain is None else domain
+    if domain not in ("mamba", "any"):
+        _fail(who, f"check_inputs' domain must be 'mamba' or 'any'; got {domain!r}")
     x = _require_tensor(who, "x", x)
     if x.dim() != 4:
         _fail(who, f"x must be 4-D (batch, seqlen, nheads, headdim); got {x.dim()}-D shape {tuple(x.shape)}")
@@ -170,6 +181,8 @@ def check_inputs(x: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Tens
     if len(set(devices.values())) != 1:
         listing = ", ".join(f"{k} on {v}" for k, v in devices.items())
         _fail(who, f"all tensors must be on one device; got {listing}")
+    if domain == "mamba":  # before require_cuda: the same refusal on any device (a CPU test sees it too)
+        check_domain(dt, A, who=who)
     if require_cuda and x.device.type != "cuda":
         _fail(who, f"x is on {x.device}; expected a CUDA device (this implementation runs only on a GPU)")
     if unit_stride_last_dim:
@@ -179,5 +192,60 @@ def check_inputs(x: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Tens
     return SSDDims(batch, seqlen, nheads, headdim, ngroups, dstate)
 
 
-# The float64 references take every float dtype, float64 too, on any device, at any shape.
+# The float64 references take every float dtype, float64 too, on any device, at any shape, and any real A and dt:
+# they are the ground truth, defined wherever the recurrence is. Every other entry point takes Mamba's domain.
 REFERENCE_LIMITS = Limits(needs_cuda=False, dtypes=tuple(dtype_name(d) for d in (*FLOAT_DTYPES, torch.float64)))
+# check_inputs' default domain by entry point ("mamba" for every name not here)
+DOMAINS = {"ssd_recurrent": "any", "ssd_chunked": "any"}
+
+
+class DomainError(ValueError):
+    """A and dt outside an entry point's domain (``check_domain``). The matrix records it ``unsupported``, with
+    this message as the reason: the entry point declares the case out of its reach."""
+
+
+# For each of dt and A: the entries out of range, how they are said, the range, and where Mamba's values come from.
+_DOMAIN = {
+    "dt": (lambda t: t < 0, "< 0", "dt >= 0", "Mamba's dt = softplus(dt + dt_bias), clamped"),
+    "A": (lambda t: t > 0, "> 0", "A <= 0", "Mamba's A = -exp(A_log)"),
+}
+
+
+def _refuse(who: str, name: str, t: Tensor) -> None:
+    """Raise the DomainError for ``t`` (the failure path: it may synchronise as it likes)."""
+    out_of_range, said, rule, origin = _DOMAIN[name]
+    nonfinite = ~torch.isfinite(t)
+    wrong = out_of_range(t) & ~nonfinite
+    bad = (wrong | nonfinite).reshape(-1)
+    flat = int(bad.to(torch.uint8).argmax())  # the first bad entry in row-major order
+    index = []
+    for size in reversed(t.shape):
+        flat, i = divmod(flat, size)
+        index.append(i)
+    index = tuple(reversed(index))
+    kinds = " or ".join(k for k, m in ((said, wrong), ("not finite", nonfinite)) if bool(m.any()))
+    where = f"{name}[{', '.join(map(str, index))}] = {float(t[index]):.6g}"
+    finite = "finite " if bool(nonfinite.any()) else ""
+    raise DomainError(f"{who}: {name} has {int(bad.sum())} of {t.numel()} entries {kinds} (first: {where}); "
+                      f"expected {finite}{rule} ({origin})")
+
+
+def check_domain(dt: Tensor, A: Tensor, *, who: str) -> None:
+    """Refuse dt < 0, A > 0, and NaN or Inf in dt or A: Mamba's parameterisation (A = -exp(A_log), dt a clamped
+    softplus) is the kernels' domain, since they clamp every decay exponent to <= 0 and outside it would
+    compute something else. Raises ``DomainError``, e.g.::
+
+        ssd_fwd_cutile: A has 2 of 8 entries > 0 (first: A[3] = 0.5); expected A <= 0 (Mamba's A = -exp(A_log))
+
+    One host synchronisation, after three GPU activities: dt's range is reduced on its device (aminmax, through
+    which a NaN propagates), joined to A (nheads values) in one tensor, and copied back once; the details are
+    computed only to refuse. Meta tensors hold no values and pass.
+    """
+    if dt.device.type == "meta":
+        return
+    wide = torch.promote_types(dt.dtype, A.dtype)
+    dt_lo, dt_hi, *a = torch.cat([v.to(wide).reshape(-1) for v in (*torch.aminmax(dt), A)]).tolist()
+    if not (dt_lo >= 0 and dt_hi < math.inf):  # false for a NaN, which fails every comparison
+        _refuse(who, "dt", dt)
+    if not all(-math.inf < v <= 0 for v in a):
+        _refuse(who, "A", A)

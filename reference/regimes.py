@@ -16,9 +16,14 @@ import torch.nn.functional as F
 
 from reference.problem import REGIMES, ProblemSpec, SSDInputs
 
-__all__ = ["REGIMES", "Regime"]
+__all__ = ["OUTSIDE_MAMBA", "REGIMES", "Regime"]
 
 Regime = Callable[[ProblemSpec, torch.Generator, torch.device], SSDInputs]
+
+
+# The regimes outside Mamba's parameterisation (A <= 0, dt >= 0): the float64 references compute them, every kernel
+# entry point refuses them (reference.checks.check_domain; docs/design.md, "Input contract").
+OUTSIDE_MAMBA = ("positive_A", "negative_dt")
 
 
 def _regime(fn: Regime) -> Regime:
@@ -128,6 +133,28 @@ def large_initial_state(spec: ProblemSpec, gen, device) -> SSDInputs:
     if not spec.with_initial_state:
         raise ValueError("regime large_initial_state needs ProblemSpec.with_initial_state=True")
     return _assemble(spec, gen, device, dt=dt, A=A, state_scale=1e4)
+
+
+@_regime
+def positive_A(spec: ProblemSpec, gen, device) -> SSDInputs:
+    """Typical inputs but A = +U(0.05, 0.5) on the even heads (0, 2, ...): those states grow by exp(A dt) > 1
+    at every token instead of decaying, as an unconstrained A (not -exp(A_log)) would make them.
+    Outside Mamba's parameterisation: the references compute it, the kernels refuse it."""
+    dt, A = _typical_dt_A(spec, gen, device)
+    A[::2] = _uniform((len(A[::2]),), 0.05, 0.5, gen, device)
+    return _assemble(spec, gen, device, dt=dt, A=A)
+
+
+@_regime
+def negative_dt(spec: ProblemSpec, gen, device) -> SSDInputs:
+    """Typical inputs but dt negated on a quarter of the (token, head) pairs at random, and always at the
+    middle token of head 0, as a missing softplus would leave it: there exp(A dt) > 1 (the state grows) and
+    the write dt x Bᵀ changes sign. Outside Mamba's parameterisation: the references compute it, the kernels
+    refuse it."""
+    dt, A = _typical_dt_A(spec, gen, device)
+    flip = torch.rand(dt.shape, generator=gen, device=device) < 0.25
+    flip[:, spec.seqlen // 2, 0] = True
+    return _assemble(spec, gen, device, dt=torch.where(flip, -dt, dt), A=A)
 
 
 @_regime

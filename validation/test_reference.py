@@ -10,6 +10,8 @@ import pytest
 import torch
 
 from reference import REGIMES, ProblemSpec, check_inputs, ssd_chunked, ssd_recurrent
+from reference.checks import DomainError
+from reference.regimes import OUTSIDE_MAMBA
 from validation.compare import errors
 from validation.tolerances import tolerance_for
 
@@ -74,6 +76,26 @@ def test_chunked_matches_fp64_recurrence_over_64k_tokens() -> None:
     _assert_close("y", y, y_ref)
     _assert_close("final_state", h, h_ref)
     assert elapsed < 60, f"ssd_chunked took {elapsed:.1f} s for 64K tokens; the reference must stay usable"
+
+
+OUTSIDE_CASES = [ProblemSpec(batch=2, seqlen=seqlen, nheads=4, headdim=8, ngroups=ngroups, dstate=16, chunk_size=chunk,
+                             dtype=dtype, regime=regime, seed=seed, with_initial_state=seed % 2 == 1)
+                 for seed, (regime, (seqlen, chunk, ngroups, dtype)) in enumerate(
+                     (r, c) for r in OUTSIDE_MAMBA
+                     for c in ((1, 16, 1, "fp32"), (47, 16, 2, "fp32"), (64, 32, 4, "fp64"), (211, 64, 1, "bf16")))]
+
+
+@pytest.mark.parametrize("spec", OUTSIDE_CASES, ids=[s.case_id("reference-chunked") for s in OUTSIDE_CASES])
+def test_references_compute_A_positive_and_dt_negative_and_agree(spec: ProblemSpec) -> None:
+    """Outside Mamba's parameterisation (which the kernels refuse) the references still compute the
+    recurrence, finite, and the chunked form agrees with it."""
+    inputs = spec.make_inputs()
+    assert bool((inputs.A > 0).any()) if spec.regime == "positive_A" else bool((inputs.dt < 0).any())
+    y_ref, h_ref = ssd_recurrent(*inputs.as_args())
+    y, h = ssd_chunked(*inputs.as_args(), chunk_size=spec.chunk_size)
+    assert bool(torch.isfinite(y_ref).all()) and bool(torch.isfinite(h_ref).all())
+    _assert_close("y", y, y_ref)
+    _assert_close("final_state", h, h_ref)
 
 
 # --- invariants ----------------------------------------------------------------------------------
@@ -165,6 +187,27 @@ def test_two_tokens_worked_by_hand() -> None:
             f"{name}: final_state = {h.flatten().tolist()}; by hand [13.0]")
 
 
+def test_two_tokens_with_A_positive_and_dt_negative_worked_by_hand() -> None:
+    """As above with A = +ln 2 (exp(A dt) = 2**dt) and dt = -1 at the second token:
+
+    t=1: dt=1,  x=2, B=1, C=3: h1 = 2*h0 + 1*2*1 = 2*4 + 2 = 10;         y1 = 10*3 + 0.5*2 = 31
+    t=2: dt=-1, x=3, B=2, C=1: h2 = 0.5*10 + (-1)*3*2 = -1;              y2 = -1*1 + 0.5*3 = 0.5
+    """
+    x = torch.tensor([2.0, 3.0], dtype=F64).view(1, 2, 1, 1)
+    dt = torch.tensor([1.0, -1.0], dtype=F64).view(1, 2, 1)
+    A = torch.tensor([math.log(2.0)], dtype=F64)
+    B = torch.tensor([1.0, 2.0], dtype=F64).view(1, 2, 1, 1)
+    C = torch.tensor([3.0, 1.0], dtype=F64).view(1, 2, 1, 1)
+    D = torch.tensor([0.5], dtype=F64)
+    h0 = torch.tensor([4.0], dtype=F64).view(1, 1, 1, 1)
+    for name, fn in REFERENCES.items():
+        y, h = fn(x, dt, A, B, C, D, h0, chunk_size=2)
+        assert torch.allclose(y.flatten(), torch.tensor([31.0, 0.5], dtype=F64), rtol=1e-15, atol=0), (
+            f"{name}: y = {y.flatten().tolist()}; by hand [31.0, 0.5]")
+        assert torch.allclose(h.flatten(), torch.tensor([-1.0], dtype=F64), rtol=1e-15, atol=0), (
+            f"{name}: final_state = {h.flatten().tolist()}; by hand [-1.0]")
+
+
 # --- the input model ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("regime", sorted(REGIMES))
@@ -177,7 +220,7 @@ def test_regime_is_documented_and_reproducible(regime: str) -> None:
     for name, t, u in zip(("x", "dt", "A", "B", "C", "D", "initial_state"), a, b, strict=True):
         assert torch.equal(t.nan_to_num(), u.nan_to_num()), (
             f"regime {regime}: {name} differs between two builds of one seed")
-    check_inputs(*a, chunk_size=16, who="test")
+    check_inputs(*a, chunk_size=16, who="test", domain="mamba" if regime not in OUTSIDE_MAMBA else "any")
 
 
 def test_projection_views_are_not_contiguous_and_hold_typical_values() -> None:
@@ -244,6 +287,20 @@ BAD_INPUTS = [
     ("cpu_for_a_gpu_kernel", lambda a: None, {"require_cuda": True}, ValueError, ["x is on cpu", "CUDA"]),
     ("last_dim_strided", lambda a: a.update(x=a["x"].transpose(-1, -2).contiguous().transpose(-1, -2)),
      {"unit_stride_last_dim": True}, ValueError, ["x has strides", "stride 1 in its last dimension"]),
+    ("domain_unknown", lambda a: None, {"domain": "positive"}, ValueError, ["domain must be 'mamba' or 'any'"]),
+    # Outside Mamba's parameterisation (reference.checks.check_domain): a DomainError, a ValueError.
+    ("A_positive", lambda a: a["A"].__setitem__(2, 0.25), {}, DomainError,
+     ["A has 1 of 4 entries > 0 (first: A[2] = 0.25)", "expected A <= 0 (Mamba's A = -exp(A_log))"]),
+    ("dt_negative", lambda a: a["dt"].__setitem__((1, 7, 3), -0.5), {}, DomainError,
+     ["dt has 1 of 80 entries < 0 (first: dt[1, 7, 3] = -0.5)", "expected dt >= 0 (Mamba's dt = softplus("]),
+    ("dt_nan", lambda a: a["dt"].__setitem__((0, 3, 1), float("nan")), {}, DomainError,
+     ["dt has 1 of 80 entries not finite (first: dt[0, 3, 1] = nan)", "expected finite dt >= 0"]),
+    ("dt_inf_and_negative", lambda a: (a["dt"].__setitem__((0, 0, 0), -1.0), a["dt"].__setitem__((1, 0, 0), math.inf)),
+     {}, DomainError, ["dt has 2 of 80 entries < 0 or not finite (first: dt[0, 0, 0] = -1)", "expected finite dt"]),
+    ("A_minus_inf", lambda a: a["A"].__setitem__(0, -math.inf), {}, DomainError,
+     ["A has 1 of 4 entries not finite (first: A[0] = -inf)", "expected finite A <= 0"]),
+    ("A_positive_on_a_gpu_kernel", lambda a: a["A"].__setitem__(3, 2.0), {"require_cuda": True}, DomainError,
+     ["A has 1 of 4 entries > 0 (first: A[3] = 2)"]),  # the values first: the same refusal on any device
 ]
 
 
@@ -266,3 +323,40 @@ def test_references_run_the_input_check(fn) -> None:
     args["dt"] = args["dt"][:, :3]
     with pytest.raises(ValueError, match=r"dt has shape \(2, 3, 4\)"):
         fn(**args)
+
+
+# What each kernel entry point passes to check_inputs (kernels/*/api.py), and so the refusal it raises.
+KERNEL_CALLS = {"ssd_fwd_cutile": {"chunk_sizes": (64, 128, 256), "require_cuda": True},
+                "ssd_fwd_tilegym": {"require_cuda": True}, "ssd_fwd_triton": {}}
+
+
+@pytest.mark.parametrize("who", sorted(KERNEL_CALLS))
+def test_every_kernel_entry_point_refuses_A_positive_and_dt_negative(who: str) -> None:
+    """The message format of docs/design.md, "Input contract": the entry point, the argument, how many entries
+    are out of range, the first one and its value, and what is expected."""
+    x, dt, A, B, C, D, h0 = (t.clone() for t in _good().values())
+    A = torch.tensor([-1.0, -2.0, 0.5, 1.5])
+    with pytest.raises(DomainError) as info:
+        check_inputs(x, dt, A, B, C, D, h0, chunk_size=64, who=who, **KERNEL_CALLS[who])
+    assert str(info.value) == (f"{who}: A has 2 of 4 entries > 0 (first: A[2] = 0.5); "
+                               "expected A <= 0 (Mamba's A = -exp(A_log))")
+    dt[0, 9, 1] = -0.125
+    with pytest.raises(DomainError) as info:
+        check_inputs(x, dt, A.neg(), B, C, D, h0, chunk_size=64, who=who, **KERNEL_CALLS[who])
+    assert str(info.value) == (f"{who}: dt has 1 of 80 entries < 0 (first: dt[0, 9, 1] = -0.125); "
+                               "expected dt >= 0 (Mamba's dt = softplus(dt + dt_bias), clamped)")
+
+
+@pytest.mark.parametrize("who", ["ssd_recurrent", "ssd_chunked"])
+def test_the_references_input_check_takes_any_real_A_and_dt(who: str) -> None:
+    args = _good()
+    args["A"][0], args["dt"][1, 2, 3] = 3.0, -3.0
+    check_inputs(**args, chunk_size=16, who=who)
+    with pytest.raises(DomainError, match=rf"^{who}: dt has 1 of 80 entries < 0"):  # dt first, as in the signature
+        check_inputs(**args, chunk_size=16, who=who, domain="mamba")
+
+
+def test_meta_tensors_pass_the_domain_check() -> None:
+    """Plans and compiles run on meta tensors, which hold no values: nothing to refuse."""
+    args = {k: v.to("meta") for k, v in _good().items()}
+    assert tuple(check_inputs(**args, chunk_size=16, who="ssd_fwd_test")) == (2, 10, 4, 8, 2, 16)
