@@ -3,11 +3,13 @@
     python -m validation.matrix correctness|stability [--impl cutile triton ...]
 
 ``correctness`` sweeps shapes and dtypes (typical inputs); ``stability`` sweeps the regimes of
-docs/design.md, ragged and long sequences, a tensor past 2**31 elements and non-contiguous views. Where no
+docs/design.md, ragged and long sequences, a tensor past 2**31 elements, non-contiguous views, and A > 0 and
+dt < 0 (outside Mamba's parameterisation: the references compute them, every kernel refuses them). Where no
 GPU is, both also run the Triton baseline under the interpreter (``triton-interpreter``) on a tiny
 variant of each case (batch 1, <= 40 tokens, 2 heads, headdim and dstate 16, chunk 16), once per variant. Each
 (case, implementation) gets a status: ``pass`` or ``fail`` against the tolerance table,
-``unsupported`` (the registry says it cannot take the case, and why), ``not-run`` (it cannot run
+``unsupported`` (the registry says it cannot take the case, and why, or its entry point refused the inputs'
+values with a ``DomainError``, whose message is the reason), ``not-run`` (it cannot run
 on this machine, and why) or ``crashed``.
 
 Cases run in a child process, case by case and implementation by implementation, so that an
@@ -41,6 +43,8 @@ from pathlib import Path
 import torch
 
 from reference import ProblemSpec
+from reference.checks import DomainError
+from reference.regimes import OUTSIDE_MAMBA
 from validation.gpu import (
     HAS_CUDA,
     RECURRENT_MAX_SEQLEN,
@@ -96,18 +100,21 @@ def correctness_cases() -> list[Case]:
 
 
 STABILITY_BASE = {**BASE, "seqlen": 1024}  # a multiple of the chunk, so that every implementation runs
+OUTSIDE_MAMBA_BASE = {**STABILITY_BASE, "batch": 1, "seqlen": 256, "dtype": "fp32"}
 LONG_BASE = dict(batch=1, nheads=8, headdim=64, ngroups=1, dstate=64, chunk_size=128, dtype="bf16",
                  regime="typical", seed=0)
 
 
 def stability_cases() -> list[Case]:
     """Every regime in bf16 and fp32 (fp16 cannot hold the outputs of some regimes, whatever computes them),
-    ragged lengths, long sequences, x past 2**31 elements."""
+    ragged lengths, long sequences, x past 2**31 elements; A > 0 and dt < 0 once each, small, in fp32 (a shape
+    and dtype every implementation takes, so that what it does with the values is what the matrix records)."""
     from reference import REGIMES
 
     cases = [_spec(f"{regime}_{dtype}", STABILITY_BASE, regime=regime, dtype=dtype,
                    with_initial_state=regime == "large_initial_state")
-             for regime in REGIMES for dtype in ("bf16", "fp32")]
+             for regime in REGIMES if regime not in OUTSIDE_MAMBA for dtype in ("bf16", "fp32")]
+    cases += [_spec(f"{regime}_fp32", OUTSIDE_MAMBA_BASE, regime=regime) for regime in OUTSIDE_MAMBA]
     cases += [_spec(f"l{n}_ragged", STABILITY_BASE, seqlen=n) for n in (1, 127, 129, 1009)]
     cases += [_spec("l1009_huge_decay_ragged", STABILITY_BASE, seqlen=1009, regime="huge_decay")]
     cases += [_spec(f"long_l{n}", LONG_BASE, seqlen=n) for n in (2**16, 2**18, 2**20)]
@@ -179,8 +186,12 @@ def _run_task(task: Task, cache: dict) -> dict[str, object]:
     if HAS_CUDA:
         torch.cuda.synchronize()
     start = time.perf_counter()
-    with poisoned(), (cpu_device_shim() if impl.interpreter else contextlib.nullcontext()):
-        y, state = fn(*inputs.as_args(), chunk_size=spec.chunk_size)
+    try:
+        with poisoned(), (cpu_device_shim() if impl.interpreter else contextlib.nullcontext()):
+            y, state = fn(*inputs.as_args(), chunk_size=spec.chunk_size)
+    except DomainError as refusal:  # values outside its domain (docs/design.md, "Input contract"): a clean refusal
+        return {**_base_record(task), "oracle": cache["oracle"], "status": "unsupported", "reason": str(refusal),
+                "first_call_s": time.perf_counter() - start}
     if HAS_CUDA:
         torch.cuda.synchronize()
     wall_s = time.perf_counter() - start

@@ -1,22 +1,50 @@
 """Stability: every implementation on every regime of docs/design.md, ragged and long sequences, x past 2**31
-elements and non-contiguous views, judged against float64.
+elements and non-contiguous views, judged against float64; and A > 0 and dt < 0, outside Mamba's
+parameterisation, which the float64 references compute and every kernel entry point refuses.
 
 The matrix runs once for the module (child processes; a crash costs one case) and writes the stability
 results file for every implementation. The tests claim that OUR cuTile forward and the float64 chunked
-reference pass every case they can take; the peers' verdicts are findings for the report.
+reference pass every case they can take, and that outside Mamba's parameterisation the references pass and
+every kernel's refusal is recorded unsupported with its message; the peers' verdicts are findings for the report.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from validation.matrix import Task, run_and_write, stability_cases, why_not
+from reference.regimes import OUTSIDE_MAMBA
+from validation import matrix
+from validation.matrix import SUITE_IMPLS, Task, run_and_write, stability_cases, tiny, why_not
 
 pytestmark = pytest.mark.matrix
 
 # What an implementation cannot take is recorded as unsupported by the matrix, not turned into a test.
 CASES = [(tag, spec, impl) for tag, spec in stability_cases() for impl in ("cutile", "reference-chunked")
-         if (why_not(Task(spec.case_id(impl, tag), tag, spec, impl)) or ("",))[0] != "unsupported"]
+         if spec.regime not in OUTSIDE_MAMBA
+         and (why_not(Task(spec.case_id(impl, tag), tag, spec, impl)) or ("",))[0] != "unsupported"]
+# Outside Mamba's parameterisation: every implementation of the suite, each on the spec it is given.
+OUTSIDE = [(tag, spec, impl) for tag, spec in stability_cases() if spec.regime in OUTSIDE_MAMBA
+           for impl in SUITE_IMPLS["stability"]]
+# What each kernel's refusal must say (reference.checks.check_domain): its entry point, the argument and the rule.
+ENTRY_POINTS = {"cutile": "ssd_fwd_cutile", "triton": "ssd_fwd_triton", "triton-interpreter": "ssd_fwd_triton",
+                "tilegym": "ssd_fwd_tilegym"}
+REFUSALS = {"positive_A": ("A has ", " entries > 0 (first: A[", "); expected A <= 0 (Mamba's A = -exp(A_log))"),
+            "negative_dt": ("dt has ", " entries < 0 (first: dt[",
+                            "); expected dt >= 0 (Mamba's dt = softplus(dt + dt_bias), clamped)")}
+
+
+def _task(tag: str, spec, impl: str) -> Task:
+    """The task the matrix makes of (case, implementation): the interpreter gets the case's tiny variant."""
+    if matrix.IMPLS[impl].interpreter:
+        spec, tag = tiny(spec), f"{tag}_tiny"
+    return Task(spec.case_id(impl, tag), tag, spec, impl)
+
+
+def _assert_refused(record: dict, regime: str, impl: str) -> None:
+    assert record["status"] == "unsupported", f"{impl} on {regime}: {record['status']}: {record.get('reason')}"
+    start, middle, end = REFUSALS[regime]
+    reason = record["reason"]
+    assert reason.startswith(f"{ENTRY_POINTS[impl]}: {start}") and middle in reason and end in reason, reason
 
 
 @pytest.fixture(scope="module")
@@ -30,3 +58,30 @@ def test_stays_within_tolerance_of_fp64(records: dict[str, dict], tag, spec, imp
     if record["status"] == "not-run":
         pytest.skip(record["reason"])  # recorded as not-run in the results file, with this reason
     assert record["status"] == "pass", f"{record['status']}: {record.get('reason')}"
+
+
+@pytest.mark.parametrize("tag,spec,impl", OUTSIDE, ids=[_task(*case).case_id for case in OUTSIDE])
+def test_outside_mamba_the_references_pass_and_every_kernel_refuses(records: dict[str, dict], tag, spec,
+                                                                    impl) -> None:
+    record = records[_task(tag, spec, impl).case_id]
+    if record["status"] == "not-run":
+        pytest.skip(record["reason"])  # a kernel that cannot run on this machine (no GPU)
+    if impl in matrix.REFERENCES:
+        assert record["status"] == "pass", f"{record['status']}: {record.get('reason')}"
+    else:
+        _assert_refused(record, spec.regime, impl)
+
+
+@pytest.mark.parametrize("impl", ["cutile", "triton", "tilegym", "reference-chunked"])
+@pytest.mark.parametrize("regime", OUTSIDE_MAMBA)
+def test_a_refusal_is_recorded_unsupported_with_its_message(regime: str, impl: str) -> None:
+    """What the matrix's child records, on any machine: each kernel entry point refuses before it needs a GPU
+    (the matrix itself records a kernel that cannot run here not-run, without calling it)."""
+    if impl == "cutile":
+        pytest.importorskip("cuda.tile", reason="ssd_fwd_cutile imports cuda.tile (the compile group)")
+    tag, spec = next((t, s) for t, s in stability_cases() if s.regime == regime)
+    record = matrix._run_task(Task(spec.case_id(impl, tag), tag, spec, impl), {})
+    if impl in matrix.REFERENCES:
+        assert record["status"] == "pass", f"{record['status']}: {record.get('reason')}"
+    else:
+        _assert_refused(record, regime, impl)
