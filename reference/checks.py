@@ -9,8 +9,7 @@ and every message names the argument, what was expected and what came, for examp
 Of the values, only dt's and A's are inspected (``check_domain``; docs/design.md, "Input contract"): a kernel
 takes Mamba's parameterisation, A <= 0 and dt >= 0, both finite, and refuses the rest with a ``DomainError``
 (a ``ValueError``) that counts the entries out of range and names the first; the float64 references take any
-real A and dt. x, B, C, D and the initial state are not inspected (the NaN and Inf regimes pass bad values
-in x on purpose).
+real A and dt. x, B, C, D and the initial state are not inspected (the NaN regime puts NaN in x on purpose).
 """
 
 from __future__ import annotations
