@@ -157,3 +157,16 @@ def test_int64_all_variant_widens_every_array_of_a_kernel_that_needs_it() -> Non
 def test_unknown_variant_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match=r"unknown variant 'fast'"):
         cutile_api.ssd_fwd_cutile_variant("fast")
+
+
+def test_intermediate_traffic_counts_the_chunk_states_of_the_state_pass_that_runs() -> None:
+    # The headline (serial pass): bf16 chunk states written and read once, g and dt written once and read twice.
+    dims = SSDDims(4, 16384, 8, 64, 1, 128)
+    states, cumsum = 4 * 8 * 128 * 64 * 128, 3 * 2 * 4 * 16384 * 8 * 4
+    serial, how = cutile_api.intermediate_traffic(dims, torch.bfloat16, 128, "sm_90")
+    assert serial == cumsum + 2 * 2 * states and how.startswith("serial")
+    # The segmented pass writes, reads and rewrites them before chunk_out reads them, plus its fp32 segment states.
+    segmented, how = cutile_api.intermediate_traffic(dims, torch.bfloat16, 128, "sm_90", VARIANTS["segmented-state"])
+    assert segmented > cumsum + 4 * 2 * states and how.startswith("segmented")
+    # fp32 inputs keep fp32 states.
+    assert cutile_api.intermediate_traffic(dims, torch.float32, 128, "sm_90")[0] == cumsum + 2 * 4 * states

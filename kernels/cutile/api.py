@@ -13,11 +13,11 @@ from kernels.cutile.chunk_cumsum import chunk_cumsum
 from kernels.cutile.chunk_out import chunk_out
 from kernels.cutile.limits import LIMITS
 from kernels.cutile.segment_state import segment_state
-from kernels.cutile.state_pass import state_pass
+from kernels.cutile.state_pass import state_dtype, state_pass
 from kernels.cutile.tuning import VARIANTS, Configs, Variant
 from reference.checks import SSDDims, check_inputs
 
-__all__ = ["ssd_fwd_cutile", "ssd_fwd_cutile_variant", "check_kernel_limits", "plan_forward"]
+__all__ = ["ssd_fwd_cutile", "ssd_fwd_cutile_variant", "check_kernel_limits", "plan_forward", "intermediate_traffic"]
 
 _WHO = "ssd_fwd_cutile"
 
@@ -80,6 +80,33 @@ def plan_forward(x, dt, A, B, C, D, initial_state, *, chunk_size: int, arch: str
     out_launch, y = chunk_out(
         x, B, C, g, dtT, states, D, A, chunk_size=chunk_size, cfg=out_cfg, int64_everywhere=wide)
     return [cumsum_launch, *state_launches, out_launch], y, final_state
+
+
+def intermediate_traffic(dims: SSDDims, dtype: torch.dtype, chunk_size: int, arch: str,
+                         variant: Variant = VARIANTS["default"]) -> tuple[int, str]:
+    """The bytes our forward moves beyond the compulsory traffic (its intermediates), and how, in one line.
+
+    The analytic floor of the design that runs: the benchmark adds these bytes to the compulsory ones. Counts
+    every write and every read of an intermediate once (L2 hits are counted as traffic: an upper bound on
+    what the design must move, not a measurement).
+    """
+    nchunks = -(-dims.seqlen // chunk_size)
+    tokens = dims.batch * nchunks * chunk_size
+    elems = dims.batch * dims.nheads * nchunks * dims.headdim * dims.dstate
+    e = torch.empty((), dtype=state_dtype(dtype)).element_size()
+    name = str(state_dtype(dtype)).removeprefix("torch.")
+    # g and dtT: written by the cumsum, read by the state pass and by chunk_out.
+    cumsum = 3 * 2 * tokens * dims.nheads * 4
+    kind = variant.state if variant.state != "auto" else tuning.state_pass_kind(arch, dims, dtype, chunk_size)
+    if kind == "serial":
+        return cumsum + 2 * elems * e, (f"serial state pass: {name} chunk states written once and read once; "
+                                        "the cumsum's g and dt written once, read twice")
+    K = tuning.segment_state_config(arch, dims, dtype, chunk_size).seg_chunks
+    seg = dims.batch * dims.nheads * -(-nchunks // K) * dims.headdim * dims.dstate * 4
+    return cumsum + 4 * elems * e + 3 * seg, (
+        f"segmented state pass (segments of {K} chunks): {name} chunk states written, read and rewritten by "
+        "the completion, read by chunk_out; fp32 segment states written, scanned, written; the cumsum's g "
+        "and dt written once, read twice")
 
 
 def _forward(x, dt, A, B, C, D, initial_state, chunk_size: int, variant: Variant, configs: Configs | None = None):

@@ -22,8 +22,8 @@ from validation.results import write_json_atomic
 
 __all__ = ["convert"]
 
-_EXTRA = ("kernel_us", "wall_us", "compile_s", "floor_us", "floor_with_states_us", "floor_fraction", "y_rel_l2",
-          "state_rel_l2", "matmul")
+_EXTRA = ("kernel_us", "wall_us", "compile_s", "floor_us", "floor_with_states_us", "floor_design_us", "floor_fraction",
+          "floor_design_fraction", "y_rel_l2", "state_rel_l2", "matmul")
 
 
 def _benchmark(case: dict) -> dict:

@@ -112,6 +112,18 @@ def tune_triton_at_headline(dstates: list[int], device: torch.device) -> dict[in
     return tuned
 
 
+def _design_floor(spec: ProblemSpec, c, ceilings: dict[str, float], variant: str | None) -> dict[str, object]:
+    """The floor of the design ours runs at this point: the compulsory traffic plus its intermediates."""
+    from kernels.cutile.api import intermediate_traffic
+
+    major, minor = torch.cuda.get_device_capability()
+    extra, how = intermediate_traffic(spec, spec.torch_dtype, spec.chunk_size, f"sm_{major}{minor}",
+                                      VARIANTS[variant or "default"])
+    return {"intermediate_bytes": extra, "design": how,
+            "floor_design_us": floor_us(c, bandwidth_gbs=ceilings["copy_bandwidth_gbs"],
+                                        tflops=ceilings["bf16_matmul_tflops"], extra_bytes=extra)}
+
+
 def bench_point(spec: ProblemSpec, impls: list[str], ceilings: dict[str, float], reps: int,
                 triton_tuning: str = "headline", cutile_variants: tuple[str, ...] = ()) -> list[dict]:
     device = torch.device("cuda")
@@ -135,6 +147,8 @@ def bench_point(spec: ProblemSpec, impls: list[str], ceilings: dict[str, float],
         if reason:
             records.append({**record, "status": "unsupported", "reason": reason})
             continue
+        if name == "cutile":
+            record.update(_design_floor(spec, c, ceilings, variant))
         if variant is None:
             fn = impl.load()
         else:
@@ -172,6 +186,8 @@ def bench_point(spec: ProblemSpec, impls: list[str], ceilings: dict[str, float],
         record.update(status="pass", kernel_us=kernel.as_dict(), wall_us=wall.as_dict(),
                       per_kernel_us=per_kernel_us(call, reps=reps, device=device),
                       floor_fraction=floors["floor_us"] / kernel.median)
+        if "floor_design_us" in record:
+            record["floor_design_fraction"] = record["floor_design_us"] / kernel.median
         records.append(record)
     return records
 
