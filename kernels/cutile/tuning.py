@@ -14,11 +14,12 @@ import torch
 
 from reference.checks import SSDDims
 
-# Programs that keep an H200 (132 SMs) or a B300 (148 SMs) busy in the sequential state pass.
-_TARGET_PROGRAMS = 256
-# Programs of the segment-parallel state pass: about four per SM of an H200 (occupancy 4), so that each
-# program's chain of dependent chunk steps is hidden behind the others'.
-_TARGET_SEGMENT_PROGRAMS = 512
+# Programs the grids aim at, per architecture: (the sequential state pass, the segment-parallel pass's local
+# walk). On the H200 (sm_90, 132 SMs), where they were measured: about 2 and 4 per SM (the local walk at
+# occupancy 4, so that each program's chain of dependent chunk steps is hidden behind the others'). The
+# B200 (sm_100) and B300 (sm_103) have 148 SMs: the H200's figures scaled by 148/132, compile-checked on the
+# CPU (validation/test_compile.py), not measured. An architecture not listed gets the H200's.
+TARGET_PROGRAMS = {"sm_90": (256, 512), "sm_100": (288, 576), "sm_103": (288, 576)}
 _MAX_SEGMENT_CHUNKS = 64
 
 
@@ -132,7 +133,8 @@ def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: 
     block_p = min(dims.headdim, 64)
     block_n = min(dims.dstate, 128 if chunk_size <= 128 else 64)
     floor_n = min(dims.dstate, 32)
-    while block_n > floor_n and dims.batch * dims.nheads * (dims.headdim // block_p) * (dims.dstate // block_n) < _TARGET_PROGRAMS:
+    target = TARGET_PROGRAMS.get(arch, TARGET_PROGRAMS["sm_90"])[0]
+    while block_n > floor_n and dims.batch * dims.nheads * (dims.headdim // block_p) * (dims.dstate // block_n) < target:
         block_n //= 2
     # latency 8: measured 5-8% faster than 4 at (16384 tokens, dstate 128 and 512) on the H200
     # (validation/bench/explore_cutile.py, 2026-11-30).
@@ -140,8 +142,7 @@ def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: 
 
 
 def segment_state_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> SegmentStateConfig:
-    # Narrow tiles at occupancy 4, the longest segments that still give about _TARGET_SEGMENT_PROGRAMS
-    # programs (every segment adds one state of traffic to the scan and one step to its chain):
+    # Narrow tiles at occupancy 4, the longest segments that still give about TARGET_PROGRAMS' count (every segment adds one state of traffic to the scan and one step to its chain):
     # 64 x 32 tiles at occupancy 4 ran the local pass in 71 us at (16384 tokens, dstate 128) on the H200,
     # against 128-212 us for 64 x 64 and 64 x 128 tiles at occupancy 2 or none (explore_cutile, 2026-12-01).
     block_p = min(dims.headdim, 64)
@@ -149,7 +150,8 @@ def segment_state_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_siz
     nchunks = -(-dims.seqlen // chunk_size)
     tiles = dims.batch * dims.nheads * (dims.headdim // block_p) * (dims.dstate // block_n)
     seg_chunks = _MAX_SEGMENT_CHUNKS
-    while seg_chunks > 1 and tiles * -(-nchunks // seg_chunks) < _TARGET_SEGMENT_PROGRAMS:
+    target = TARGET_PROGRAMS.get(arch, TARGET_PROGRAMS["sm_90"])[1]
+    while seg_chunks > 1 and tiles * -(-nchunks // seg_chunks) < target:
         seg_chunks //= 2
     return SegmentStateConfig(block_p=block_p, block_n=block_n, seg_chunks=seg_chunks, latency=8, occupancy=4)
 
