@@ -166,46 +166,35 @@ def test_nonfinite_input_poisons_exactly_the_documented_outputs() -> None:
 
 # --- a case worked out by hand ---------------------------------------------------------------------
 
-def test_two_tokens_worked_by_hand() -> None:
-    """headdim = dstate = 1, A = -ln 2, so exp(A dt) = 2**-dt.
+# Two tokens, headdim = dstate = 1, x = (2, 3), B = (1, 2), C = (3, 1), D = 0.5, h0 = 4:
+#   A = -ln 2, dt = (1, 2), so exp(A dt) = 2**-dt:
+#     t=1: h1 = 0.5*4 + 1*2*1 = 4;         y1 = 4*3 + 0.5*2 = 13
+#     t=2: h2 = 0.25*4 + 2*3*2 = 13;       y2 = 13*1 + 0.5*3 = 14.5
+#   A = +ln 2, dt = (1, -1), so exp(A dt) = 2**dt (outside Mamba's domain; the references compute it):
+#     t=1: h1 = 2*4 + 1*2*1 = 10;          y1 = 10*3 + 0.5*2 = 31
+#     t=2: h2 = 0.5*10 + (-1)*3*2 = -1;    y2 = -1*1 + 0.5*3 = 0.5
+BY_HAND = {  # case -> (A, dt, y, final_state)
+    "mamba": (-math.log(2.0), (1.0, 2.0), [13.0, 14.5], [13.0]),
+    "A_positive_dt_negative": (math.log(2.0), (1.0, -1.0), [31.0, 0.5], [-1.0]),
+}
 
-    t=1: dt=1, x=2, B=1, C=3: h1 = 0.5*h0 + 1*2*1 = 0.5*4 + 2 = 4;   y1 = 4*3 + 0.5*2 = 13
-    t=2: dt=2, x=3, B=2, C=1: h2 = 0.25*4 + 2*3*2 = 13;              y2 = 13*1 + 0.5*3 = 14.5
-    """
+
+@pytest.mark.parametrize("case", sorted(BY_HAND))
+def test_two_tokens_worked_by_hand(case: str) -> None:
+    a, dts, y_hand, h_hand = BY_HAND[case]
     x = torch.tensor([2.0, 3.0], dtype=F64).view(1, 2, 1, 1)
-    dt = torch.tensor([1.0, 2.0], dtype=F64).view(1, 2, 1)
-    A = torch.tensor([-math.log(2.0)], dtype=F64)
+    dt = torch.tensor(dts, dtype=F64).view(1, 2, 1)
+    A = torch.tensor([a], dtype=F64)
     B = torch.tensor([1.0, 2.0], dtype=F64).view(1, 2, 1, 1)
     C = torch.tensor([3.0, 1.0], dtype=F64).view(1, 2, 1, 1)
     D = torch.tensor([0.5], dtype=F64)
     h0 = torch.tensor([4.0], dtype=F64).view(1, 1, 1, 1)
     for name, fn in REFERENCES.items():
         y, h = fn(x, dt, A, B, C, D, h0, chunk_size=2)
-        assert torch.allclose(y.flatten(), torch.tensor([13.0, 14.5], dtype=F64), rtol=1e-15, atol=0), (
-            f"{name}: y = {y.flatten().tolist()}; by hand [13.0, 14.5]")
-        assert torch.allclose(h.flatten(), torch.tensor([13.0], dtype=F64), rtol=1e-15, atol=0), (
-            f"{name}: final_state = {h.flatten().tolist()}; by hand [13.0]")
-
-
-def test_two_tokens_with_A_positive_and_dt_negative_worked_by_hand() -> None:
-    """As above with A = +ln 2 (exp(A dt) = 2**dt) and dt = -1 at the second token:
-
-    t=1: dt=1,  x=2, B=1, C=3: h1 = 2*h0 + 1*2*1 = 2*4 + 2 = 10;         y1 = 10*3 + 0.5*2 = 31
-    t=2: dt=-1, x=3, B=2, C=1: h2 = 0.5*10 + (-1)*3*2 = -1;              y2 = -1*1 + 0.5*3 = 0.5
-    """
-    x = torch.tensor([2.0, 3.0], dtype=F64).view(1, 2, 1, 1)
-    dt = torch.tensor([1.0, -1.0], dtype=F64).view(1, 2, 1)
-    A = torch.tensor([math.log(2.0)], dtype=F64)
-    B = torch.tensor([1.0, 2.0], dtype=F64).view(1, 2, 1, 1)
-    C = torch.tensor([3.0, 1.0], dtype=F64).view(1, 2, 1, 1)
-    D = torch.tensor([0.5], dtype=F64)
-    h0 = torch.tensor([4.0], dtype=F64).view(1, 1, 1, 1)
-    for name, fn in REFERENCES.items():
-        y, h = fn(x, dt, A, B, C, D, h0, chunk_size=2)
-        assert torch.allclose(y.flatten(), torch.tensor([31.0, 0.5], dtype=F64), rtol=1e-15, atol=0), (
-            f"{name}: y = {y.flatten().tolist()}; by hand [31.0, 0.5]")
-        assert torch.allclose(h.flatten(), torch.tensor([-1.0], dtype=F64), rtol=1e-15, atol=0), (
-            f"{name}: final_state = {h.flatten().tolist()}; by hand [-1.0]")
+        assert torch.allclose(y.flatten(), torch.tensor(y_hand, dtype=F64), rtol=1e-15, atol=0), (
+            f"{name}: y = {y.flatten().tolist()}; by hand {y_hand}")
+        assert torch.allclose(h.flatten(), torch.tensor(h_hand, dtype=F64), rtol=1e-15, atol=0), (
+            f"{name}: final_state = {h.flatten().tolist()}; by hand {h_hand}")
 
 
 # --- the input model ---------------------------------------------------------------------------------
