@@ -38,7 +38,7 @@ def ssd_chunked(x: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Tenso
     One loop over chunks keeps memory at one chunk's worth, so 1M tokens fit on a GPU.
     """
     batch, seqlen, nheads, headdim, ngroups, dstate = check_inputs(
-        x, dt, A, B, C, D, initial_state, chunk_size=chunk_size, who="ssd_chunked",
+        x, dt, A, B, C, D, initial_state, chunk_size=chunk_size, who="ssd_chunked", domain="any",
         x_dtypes=(*FLOAT_DTYPES, torch.float64),
     )
     f64 = torch.float64

@@ -27,7 +27,7 @@ def ssd_recurrent(x: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Ten
     (batch, nheads, headdim, dstate) float64.
     """
     batch, seqlen, nheads, headdim, ngroups, dstate = check_inputs(
-        x, dt, A, B, C, D, initial_state, chunk_size=1, who="ssd_recurrent",
+        x, dt, A, B, C, D, initial_state, chunk_size=1, who="ssd_recurrent", domain="any",
         x_dtypes=(*FLOAT_DTYPES, torch.float64),
     )
     f64 = torch.float64

@@ -34,8 +34,8 @@ COMMIT_PATTERN = re.compile(r"^[0-9a-f]{7,64}$")
 NUMBER_STRINGS = ("nan", "inf", "-inf")
 # Case fields holding a measured number (or its NaN/Inf string, or null with a reason).
 CASE_NUMBERS = ("y_rel_l2", "y_max_abs", "y_max_abs_over_peak", "state_rel_l2", "state_max_abs",
-                "state_max_abs_over_peak", "first_call_s", "compile_s", "floor_us", "floor_design_us", "duration_s",
-                "wall_s")
+                "state_max_abs_over_peak", "first_call_s", "compile_s", "floor_us", "floor_design_us", "input_check_us",
+                "duration_s", "wall_s")
 TIMING_FIELDS = ("kernel_us", "wall_us")
 MAX_TEXT = 100_000  # a reason or id longer than this is not a record but a mistake
 

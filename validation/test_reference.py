@@ -9,8 +9,8 @@ import time
 import pytest
 import torch
 
-from reference import REGIMES, ProblemSpec, check_inputs, ssd_chunked, ssd_recurrent
-from reference.checks import DomainError
+from reference import REGIMES, ProblemSpec, check_inputs, checks, ssd_chunked, ssd_recurrent
+from reference.checks import DomainError, domain_checked
 from reference.regimes import OUTSIDE_MAMBA
 from validation.compare import errors
 from validation.tolerances import tolerance_for
@@ -336,13 +336,31 @@ def test_every_kernel_entry_point_refuses_A_positive_and_dt_negative(who: str) -
                                "expected dt >= 0 (Mamba's dt = softplus(dt + dt_bias), clamped)")
 
 
-@pytest.mark.parametrize("who", ["ssd_recurrent", "ssd_chunked"])
-def test_the_references_input_check_takes_any_real_A_and_dt(who: str) -> None:
+@pytest.mark.parametrize("reference", [ssd_recurrent, ssd_chunked], ids=["recurrent", "chunked"])
+def test_the_references_take_any_real_A_and_dt_and_the_default_domain_is_mambas(reference) -> None:
     args = _good()
     args["A"][0], args["dt"][1, 2, 3] = 3.0, -3.0
-    check_inputs(**args, chunk_size=16, who=who)
-    with pytest.raises(DomainError, match=rf"^{who}: dt has 1 of 80 entries < 0"):  # dt first, as in the signature
-        check_inputs(**args, chunk_size=16, who=who, domain="mamba")
+    y, state = reference(**args, chunk_size=16) if reference is ssd_chunked else reference(**args)
+    assert torch.isfinite(y).all() and torch.isfinite(state).all()
+    with pytest.raises(DomainError, match=r"^ssd_fwd_any: dt has 1 of 80 entries < 0"):  # dt first, as in the signature
+        check_inputs(**args, chunk_size=16, who="ssd_fwd_any")
+
+
+def test_domain_checked_skips_the_check_only_for_the_same_unmodified_tensors(monkeypatch) -> None:
+    args = _good()
+    calls = []
+    real = checks.check_domain
+    monkeypatch.setattr(checks, "check_domain", lambda dt, A, *, who: calls.append(who) or real(dt, A, who=who))
+    with domain_checked(args["dt"], args["A"], who="bench"):
+        check_inputs(**args, chunk_size=16, who="ssd_fwd_a")      # the same tensors: skipped
+        other = {**args, "dt": args["dt"].clone()}
+        check_inputs(**other, chunk_size=16, who="ssd_fwd_b")     # another dt: checked
+        args["dt"][0, 0, 0] = -1.0                                # modified in place: checked, and refused
+        with pytest.raises(DomainError, match=r"^ssd_fwd_c: dt has 1 of 80 entries < 0"):
+            check_inputs(**args, chunk_size=16, who="ssd_fwd_c")
+    args["dt"][0, 0, 0] = 0.5
+    check_inputs(**args, chunk_size=16, who="ssd_fwd_d")          # after the block: checked
+    assert calls == ["bench", "ssd_fwd_b", "ssd_fwd_c", "ssd_fwd_d"]
 
 
 def test_meta_tensors_pass_the_domain_check() -> None:
