@@ -170,3 +170,18 @@ def test_intermediate_traffic_counts_the_chunk_states_of_the_state_pass_that_run
     assert segmented > cumsum + 4 * 2 * states and how.startswith("segmented")
     # fp32 inputs keep fp32 states.
     assert cutile_api.intermediate_traffic(dims, torch.float32, 128, "sm_90")[0] == cumsum + 2 * 4 * states
+
+
+def test_cb_shared_variant_plans_one_program_per_group_of_heads_and_refuses_what_does_not_divide() -> None:
+    spec = SpecClass(SSDDims(4, 16384, 8, 64, 1, 128), torch.bfloat16, 128, True, False)
+    grids = {}
+    for name in ("default", "cb-shared-8"):
+        launches, _, _ = cutile_api.plan_forward(*meta_inputs(spec), chunk_size=128, arch="sm_90",
+                                                 variant=VARIANTS[name])
+        [out] = [la for la in launches if la.kernel._pyfunc.__name__ == "_chunk_out_kernel"]
+        grids[name] = out.grid
+    assert grids["default"][0] == 8 * grids["cb-shared-8"][0], "8 heads of one group: 8 times fewer programs"
+    four_groups = SpecClass(SSDDims(4, 1024, 8, 64, 4, 128), torch.bfloat16, 128, True, False)  # 2 heads a group
+    with pytest.raises(ValueError, match=r"block_h=8 needs .* to divide the 2 heads of a group"):
+        cutile_api.plan_forward(*meta_inputs(four_groups), chunk_size=128, arch="sm_90",
+                                variant=VARIANTS["cb-shared-8"])

@@ -52,7 +52,7 @@ def plan_forward(x, dt, A, B, C, D, initial_state, *, chunk_size: int, arch: str
     """Allocate the buffers and plan the launches for checked inputs (any device, meta too).
 
     ``configs``: every stage's tiles (None: ``tuning.choose``'s for this problem); the variant's ``c_once``
-    still decides chunk_out's.
+    and ``cb_heads`` (if > 1) still decide chunk_out's.
 
     Intermediates, all on x's device:
         g, dtT  (batch, nheads, nchunks * chunk_size) fp32: log2-scaled in-chunk cumsum of A*dt, and dt,
@@ -67,7 +67,8 @@ def plan_forward(x, dt, A, B, C, D, initial_state, *, chunk_size: int, arch: str
     wide = variant.int64 == "all"
     x, dt, A, B, C, D, initial_state = (_dense(t) for t in (x, dt, A, B, C, D, initial_state))
     cumsum_launch, g, dtT = chunk_cumsum(dt, A, chunk_size=chunk_size, cfg=cfgs.chunk_cumsum, int64_everywhere=wide)
-    out_cfg = dataclasses.replace(cfgs.chunk_out, c_once=variant.c_once)
+    out_cfg = dataclasses.replace(cfgs.chunk_out, c_once=variant.c_once,
+                                  block_h=variant.cb_heads if variant.cb_heads > 1 else cfgs.chunk_out.block_h)
     kind = variant.state if variant.state != "auto" else tuning.state_pass_kind(arch, dims, x.dtype, chunk_size)
     if kind == "serial":
         state_launch, states, final_state = state_pass(

@@ -208,6 +208,18 @@ def _shown(record: dict) -> str:
             f"{' [' + record['variant'] + ']' if record.get('variant') else ''}  {parts}")
 
 
+# Where the ablation runs by default: the headline and the largest dstate at the same length.
+ABLATION_POINTS = ((16384, 128), (16384, 512))
+
+
+def _point(text: str) -> tuple[int, int]:
+    try:
+        seqlen, dstate = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected SEQLENxDSTATE, e.g. 16384x128; got {text!r}") from None
+    return seqlen, dstate
+
+
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
@@ -218,9 +230,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seqlen", nargs="+", type=int, default=list(SEQLENS))
     parser.add_argument("--dstate", nargs="+", type=int, default=list(DSTATES))
     parser.add_argument("--reps", type=int, default=20)
-    parser.add_argument("--cutile-variants", nargs="*", default=[], choices=sorted(set(VARIANTS) - {"default"}),
+    parser.add_argument("--cutile-variants", nargs="*", default=sorted(set(VARIANTS) - {"default"}),
+                        choices=sorted(set(VARIANTS) - {"default"}),
                         help="also time these ablations of ours (kernels.cutile.tuning.VARIANTS), each a case with "
-                             "a variant field")
+                             "a variant field, at the --ablation-points (default: every variant; none: no ablation)")
+    parser.add_argument("--ablation-points", nargs="*", type=_point, default=list(ABLATION_POINTS),
+                        metavar="SEQLENxDSTATE",
+                        help="the points of the sweep where the variants run (default: the headline, 16384x128, "
+                             "and 16384x512)")
     parser.add_argument("--budget-s", type=float, default=None,
                         help="start no new point after this many seconds; the rest is recorded as not-run")
     parser.add_argument("--compile-jobs", type=int, default=processes_at_once(),
@@ -279,8 +296,8 @@ def main(argv: list[str] | None = None) -> int:
             for i, spec in enumerate(specs, 1):
                 if args.budget_s is not None and time.perf_counter() - start > args.budget_s:
                     raise KeyboardInterrupt(f"the time budget of {args.budget_s:.0f} s is spent")
-                for record in bench_point(spec, args.impl, ceilings, args.reps, args.triton_tuning,
-                                          tuple(args.cutile_variants)):
+                variants = tuple(args.cutile_variants) if (spec.seqlen, spec.dstate) in args.ablation_points else ()
+                for record in bench_point(spec, args.impl, ceilings, args.reps, args.triton_tuning, variants):
                     if record["id"] in precompiled:
                         record["precompile_s"] = precompiled[record["id"]]
                     results.add(record)
