@@ -68,19 +68,19 @@ class ChunkCumsumConfig:
 
 @dataclass(frozen=True)
 class StatePassConfig:
+    """The walk of ``_state_pass_kernel`` over a whole sequence (the serial state pass)."""
+
     block_p: int              # headdim tile of the carried state
     block_n: int              # dstate tile of the carried state
     latency: int              # DRAM latency hint of the streamed x, B loads (1..10)
     occupancy: int | None = None
 
 
-@dataclass(frozen=True)
-class SegmentStateConfig:
-    block_p: int              # headdim tile of the local state
-    block_n: int              # dstate tile of the local state
+@dataclass(frozen=True, kw_only=True)
+class SegmentStateConfig(StatePassConfig):
+    """The same walk over segments of ``seg_chunks`` chunks (the segmented pass's local walk)."""
+
     seg_chunks: int           # chunks per segment (a power of two)
-    latency: int              # DRAM latency hint of the streamed x, B loads (1..10)
-    occupancy: int | None = None
 
 
 @dataclass(frozen=True)
