@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -82,10 +83,36 @@ def test_compile_phase_runs_every_first_call_in_processes_at_once() -> None:
     specs = [ProblemSpec(batch=1, seqlen=s, nheads=2, headdim=16, ngroups=1, dstate=16, chunk_size=16, dtype="fp32",
                          regime="typical", seed=0) for s in (32, 48, 64)]
     lines: list[str] = []
-    phase = precompile.first_calls(specs, ["reference-chunked"], jobs=2, tuning="cached", log=lines.append)
+    phase = precompile.first_calls(specs, ["reference-chunked"], jobs=2, tuning="cached", log=lines.append, gpus=[])
     assert (phase["first_calls"], phase["of"], phase["failed"], phase["jobs"]) == (3, 3, {}, 2)
     assert sorted(phase["seconds"]) == sorted(s.case_id("reference-chunked") for s in specs)
     assert lines[0] == "compile phase: 3 first calls in 2 processes" and lines[-1].startswith("compile phase: 3 of 3")
+
+
+def test_compile_phase_processes_take_the_gpus_in_turn(monkeypatch: pytest.MonkeyPatch) -> None:
+    import multiprocessing
+
+    counter = multiprocessing.get_context("spawn").Value("i", 0)
+    seen = []
+    for _ in range(5):
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+        precompile._take_gpu(["3", "5"], counter)
+        seen.append(os.environ["CUDA_VISIBLE_DEVICES"])
+    assert seen == ["3", "5", "3", "5", "3"]
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    precompile._take_gpu([], counter)  # no GPU: nothing set
+    assert "CUDA_VISIBLE_DEVICES" not in os.environ
+
+
+def test_compile_phase_starts_a_process_per_gpu_at_least() -> None:
+    """Real spawned processes on the CPU, told of two GPUs (CUDA_VISIBLE_DEVICES is then set in each, unused)."""
+    specs = [ProblemSpec(batch=1, seqlen=32, nheads=2, headdim=16, ngroups=1, dstate=16, chunk_size=16, dtype="fp32",
+                         regime="typical", seed=0)]
+    lines: list[str] = []
+    phase = precompile.first_calls(specs, ["reference-chunked"], jobs=1, tuning="cached", log=lines.append,
+                                   gpus=["0", "1"])
+    assert (phase["first_calls"], phase["jobs"], phase["gpus"]) == (1, 2, 2)
+    assert lines[0] == "compile phase: 1 first calls in 2 processes over 2 GPUs"
 
 
 def test_forgetting_triton_autotune_choices_empties_every_tuner() -> None:

@@ -6,6 +6,9 @@ that runs in parallel, while the timed loop is serial on the GPU. So before the 
 spawned processes make the first call of every case, which fills cuTile's and Triton's disk caches; the
 timed process then loads those kernels from disk.
 
+The processes spread over every visible GPU (``validation.gpu.visible_gpus``): process i takes GPU
+i mod their number, alone, before CUDA starts in it. The timed loop stays on one GPU, one process.
+
 Nothing measured comes from here. Triton's autotuner still picks its configs in the timed process (this
 phase does not persist autotune choices), TileGym runs its stored choice or its first config (``tune``
 is never run here: it would time configs on a shared GPU), and a case that fails here is called again
@@ -18,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import multiprocessing
+import os
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -31,6 +35,7 @@ from reference import ProblemSpec
 from validation.bench import tilegym_tuning
 from validation.bench.flops import cost
 from validation.bench.timing import first_call_s
+from validation.gpu import lane_devices, visible_gpus
 from validation.registry import IMPLS
 
 __all__ = ["first_calls", "memory_estimate", "schedule"]
@@ -70,6 +75,15 @@ def schedule(specs: Sequence[ProblemSpec], impls: Sequence[str]) -> list[tuple[P
     return sorted(cases, key=lambda case: (case[0].seqlen, case[0].dstate, impls.index(case[1])))
 
 
+def _take_gpu(gpus: list[str], counter) -> None:
+    """Process initializer: the next process number, and with it GPU number mod len(gpus), alone (before CUDA
+    starts in this process). Nothing without GPUs."""
+    with counter.get_lock():
+        number = counter.value
+        counter.value += 1
+    os.environ.update(lane_devices(number + 1, gpus)[number])
+
+
 def _first_call(fields: dict[str, object], impl: str, tuning: str) -> float:
     """In a worker: the case's first call, in seconds."""
     spec = ProblemSpec(**fields)
@@ -86,20 +100,27 @@ def _first_call(fields: dict[str, object], impl: str, tuning: str) -> float:
 
 
 def first_calls(specs: Sequence[ProblemSpec], impls: Sequence[str], *, jobs: int, tuning: str,
-                log: Callable[[str], None]) -> dict[str, object]:
-    """Make every first call in ``jobs`` processes, at most ``MEMORY_SHARE`` of the free GPU memory in flight
-    (by :func:`memory_estimate`). Returns the phase's summary for the results file."""
+                log: Callable[[str], None], gpus: list[str] | None = None) -> dict[str, object]:
+    """Make every first call in ``jobs`` processes (at least one per GPU) spread over ``gpus`` (default: every
+    visible GPU), at most ``MEMORY_SHARE`` of the GPUs' free memory in flight (by :func:`memory_estimate`; the
+    GPUs of one host taken as alike). Returns the phase's summary for the results file."""
     tuning_here = "off" if tuning == "off" else "cached"
     pending = deque(schedule(specs, impls))
     total = len(pending)
-    budget = MEMORY_SHARE * torch.cuda.mem_get_info()[0] if torch.cuda.is_available() else float("inf")
+    gpus = visible_gpus() if gpus is None else gpus
+    jobs = max(jobs, len(gpus))
+    free = torch.cuda.mem_get_info()[0] if torch.cuda.is_available() else float("inf")
+    budget = MEMORY_SHARE * free * max(1, len(gpus))
     seconds: dict[str, float] = {}
     failed: dict[str, str] = {}
     running: dict[Future, tuple[ProblemSpec, str, int]] = {}
     in_flight = 0
     start = time.perf_counter()
-    log(f"compile phase: {total} first calls in {jobs} processes")
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+    spread = f" over {len(gpus)} GPUs" if len(gpus) > 1 else ""
+    log(f"compile phase: {total} first calls in {jobs} processes{spread}")
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_take_gpu,
+                             initargs=(gpus, context.Value("i", 0))) as pool:
         while pending or running:
             while pending and len(running) < jobs:
                 spec, impl = pending[0]
@@ -129,5 +150,5 @@ def first_calls(specs: Sequence[ProblemSpec], impls: Sequence[str], *, jobs: int
                     pending.clear()
     wall = time.perf_counter() - start
     log(f"compile phase: {len(seconds)} of {total} first calls in {wall:.0f} s")
-    return {"jobs": jobs, "wall_s": wall, "first_calls": len(seconds), "of": total, "failed": failed,
-            "seconds": seconds, "tilegym_tuning": tuning_here}
+    return {"jobs": jobs, "gpus": len(gpus), "wall_s": wall, "first_calls": len(seconds), "of": total,
+            "failed": failed, "seconds": seconds, "tilegym_tuning": tuning_here}
