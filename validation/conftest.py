@@ -21,6 +21,7 @@ import pytest
 
 from validation import results as results_module
 from validation.results import ResultsFile, RunDirError, check_run_dir
+from validation.schema import CaseRecord
 from validation.summary import describe
 
 # test file -> (suite, the implementation its tests judge)
@@ -28,7 +29,7 @@ SUITES = {"test_compile.py": ("compile", "cutile"), "test_reference.py": ("refer
 _STATUS = {"passed": "pass", "failed": "fail", "skipped": "not-run"}
 # The matrices' test files -> the suite whose results file they write (validation/matrix.py).
 MATRIX_SUITES = {"test_correctness.py": "correctness", "test_stability.py": "stability"}
-_records: dict[str, list[dict[str, object]]] = {}
+_records: dict[str, list[CaseRecord]] = {}
 _scratch: list[str] = []  # the temporary run directory made for a session outside a run, if one was
 
 
@@ -59,11 +60,12 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     suite, impl = SUITES.get(Path(report.fspath).name, (None, None))
     if suite is None or not (report.when == "call" or report.outcome != "passed"):
         return
-    record: dict[str, object] = {"id": report.nodeid.split("::", 1)[-1], "impl": impl,
-                                 "status": _STATUS[report.outcome], "duration_s": report.duration}
+    reason = None
     if report.outcome != "passed":
-        record["reason"] = f"{report.when}: {report.longreprtext.strip().splitlines()[-1][:500]}"
-    _records.setdefault(suite, []).append(record)
+        reason = f"{report.when}: {report.longreprtext.strip().splitlines()[-1][:500]}"
+    _records.setdefault(suite, []).append(CaseRecord(id=report.nodeid.split("::", 1)[-1], impl=impl,
+                                                     status=_STATUS[report.outcome], reason=reason,
+                                                     measured={"duration_s": report.duration}))
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -56,6 +56,7 @@ from validation.gpu import (
 )
 from validation.registry import IMPLS
 from validation.results import ResultsFile, RunDirError
+from validation.schema import CaseRecord, Status
 from validation.summary import describe
 from validation.triton_interpreter import INTERPRETER_ENV, cpu_device_shim
 
@@ -138,14 +139,16 @@ class Task:
     impl: str
 
 
-def _base_record(task: Task) -> dict[str, object]:
+def _record(task: Task, status: Status, reason: str | None = None, *, oracle: str | None = None,
+            **measured: object) -> CaseRecord:
+    """The task's case: its identity and inputs, what was measured, and the verdict."""
     spec = task.spec
-    return {"id": task.case_id, "impl": task.impl, "shape": spec.shape_dict(), "dtype": spec.dtype,
-            "regime": spec.regime, "seed": spec.seed, "tag": task.tag, "with_D": spec.with_D,
-            "with_initial_state": spec.with_initial_state}
+    return CaseRecord(id=task.case_id, impl=task.impl, status=status, reason=reason, shape=spec.shape_dict(),
+                      dtype=spec.dtype, regime=spec.regime, seed=spec.seed, tag=task.tag, with_D=spec.with_D,
+                      with_initial_state=spec.with_initial_state, oracle=oracle, measured=measured)
 
 
-def why_not(task: Task) -> tuple[str, str] | None:
+def why_not(task: Task) -> tuple[Status, str] | None:
     """(status, reason) when the task will not run; None when it will."""
     impl = IMPLS[task.impl]
     if task.impl in REFERENCES and task.spec.seqlen > RECURRENT_MAX_SEQLEN:
@@ -172,6 +175,7 @@ def _nonfinite_allowance(spec: ProblemSpec, y_ref: torch.Tensor) -> torch.Tensor
 
 
 def _run_task(task: Task, cache: dict) -> dict[str, object]:
+    """The task's case (a CaseRecord, checked) as it crosses to the parent: its JSON form."""
     from kernels.alloc import poisoned
 
     spec, impl = task.spec, IMPLS[task.impl]
@@ -190,14 +194,14 @@ def _run_task(task: Task, cache: dict) -> dict[str, object]:
         with poisoned(), (cpu_device_shim() if impl.interpreter else contextlib.nullcontext()):
             y, state = fn(*inputs.as_args(), chunk_size=spec.chunk_size)
     except DomainError as refusal:  # values outside its domain (docs/design.md, "Input contract"): a clean refusal
-        return {**_base_record(task), "oracle": cache["oracle"], "status": "unsupported", "reason": str(refusal),
-                "first_call_s": time.perf_counter() - start}
+        return _record(task, "unsupported", str(refusal), oracle=cache["oracle"],
+                       first_call_s=time.perf_counter() - start).as_dict()
     if HAS_CUDA:
         torch.cuda.synchronize()
     wall_s = time.perf_counter() - start
     # A reference computes in float64 whatever its inputs: its rows are the fp64 ones.
     dtype, matmul = ("fp64", "ieee") if task.impl in REFERENCES else (spec.dtype, impl.matmul[spec.dtype])
-    record = {**_base_record(task), "oracle": cache["oracle"], "first_call_s": wall_s, "matmul": matmul}
+    measured: dict[str, object] = {"first_call_s": wall_s, "matmul": matmul}
     extra_failures = []
     if spec.regime == "nonfinite_input":
         lost = int((torch.isfinite(y) & ~torch.isfinite(y_ref)).sum().item())
@@ -205,12 +209,10 @@ def _run_task(task: Task, cache: dict) -> dict[str, object]:
             extra_failures.append(f"{lost} outputs are finite where the NaN input must show (it vanished)")
         y = torch.where(_nonfinite_allowance(spec, y_ref) & ~torch.isfinite(y), y_ref.to(y.dtype), y)
     verdict = judge(task.impl, dtype, matmul, y, state, y_ref, state_ref)
-    record.update(verdict.record())
+    measured.update(verdict.record())
     failures = verdict.failures() + extra_failures
-    record["status"] = "fail" if failures else "pass"
-    if failures:
-        record["reason"] = "; ".join(failures)
-    return record
+    return _record(task, "fail" if failures else "pass", "; ".join(failures) if failures else None,
+                   oracle=cache["oracle"], **measured).as_dict()
 
 
 def _die_with_parent() -> None:
@@ -302,17 +304,18 @@ class Stop:
                 signal.signal(sig, handler)
 
 
-def _interrupted(task: Task, stop: Stop) -> dict[str, object]:
-    return {**_base_record(task), "status": "not-run", "reason": stop.reason}
+def _interrupted(task: Task, stop: Stop) -> CaseRecord:
+    return _record(task, "not-run", stop.reason)
 
 
 class _Progress:
-    """The child's ``out.jsonl`` read as it grows: each record once, as soon as its line is complete."""
+    """The child's ``out.jsonl`` read as it grows: each record once, as soon as its line is complete (read back
+    as a CaseRecord, checked again)."""
 
     def __init__(self, path: Path) -> None:
         self.path, self.offset, self.started = path, 0, None
 
-    def new_records(self) -> list[dict[str, object]]:
+    def new_records(self) -> list[CaseRecord]:
         with open(self.path, "rb") as f:
             f.seek(self.offset)
             data = f.read()
@@ -327,20 +330,20 @@ class _Progress:
             if "start" in item:
                 self.started = item["start"]
             else:
-                records.append(item["record"])
+                records.append(CaseRecord.from_dict(item["record"]))
                 self.started = None
         return records
 
 
 def _run_in_children(tasks: list[Task], log, env: dict[str, str] | None = None, *, stop: Stop | None = None,
-                     done=None) -> list[dict[str, object]]:
+                     done=None) -> list[CaseRecord]:
     """Run tasks in a child process (``env`` added to its environment); on a crash record it and go on
     with a new child. ``done(record)`` is called for each record as it comes. Once ``stop`` has a signal, no
     child starts and every task not finished is recorded not-run, interrupted."""
     stop = stop or Stop()
-    records: list[dict[str, object]] = []
+    records: list[CaseRecord] = []
 
-    def keep(record: dict[str, object]) -> None:
+    def keep(record: CaseRecord) -> None:
         records.append(record)
         if done is not None:
             done(record)
@@ -380,15 +383,13 @@ def _run_in_children(tasks: list[Task], log, env: dict[str, str] | None = None, 
             tail = [w for w in last_words if w.strip()][-6:]
             if started is None:  # it died before starting a case: nothing more will run
                 for t in remaining:
-                    keep({**_base_record(t), "status": "crashed",
-                          "reason": f"the child process failed before this case: {' | '.join(tail)}"})
+                    keep(_record(t, "crashed", f"the child process failed before this case: {' | '.join(tail)}"))
                 remaining = []
                 break
             crashed, remaining = remaining[0], remaining[1:]
             log(f"  CRASH {crashed.case_id}: {tail[-1] if tail else returncode}")
-            keep({**_base_record(crashed), "status": "crashed",
-                  "reason": f"child exited {returncode}: {tail[-1] if tail else ''}"
-                            f" (its last lines: {' | '.join(tail[:-1])})"})
+            keep(_record(crashed, "crashed", f"child exited {returncode}: {tail[-1] if tail else ''}"
+                                             f" (its last lines: {' | '.join(tail[:-1])})"))
         if stop.signum is not None:
             for t in remaining:
                 keep(_interrupted(t, stop))
@@ -438,7 +439,7 @@ def _lanes(tasks: list[Task], jobs: int) -> list[list[Task]]:
 
 
 def _run_lanes(tasks: list[Task], log, jobs: int, env: dict[str, str] | None = None, *, stop: Stop | None = None,
-               done=None, gpus: list[str] | None = None) -> list[dict[str, object]]:
+               done=None, gpus: list[str] | None = None) -> list[CaseRecord]:
     """Run the tasks in up to ``jobs`` children at once (each lane as ``_run_in_children`` runs it: a crash
     costs one case) and return their records in the order of ``tasks``; ``done`` and ``stop`` as there
     (``done`` is called from the lanes' threads, one at a time). The lanes spread over every visible GPU
@@ -454,7 +455,7 @@ def _run_lanes(tasks: list[Task], log, jobs: int, env: dict[str, str] | None = N
             + (f" over {len(set(gpus[:len(lanes)]))} GPUs" if gpus else ""))
     lock = threading.Lock()
 
-    def one_at_a_time(record: dict[str, object]) -> None:
+    def one_at_a_time(record: CaseRecord) -> None:
         with lock:
             done(record)
 
@@ -462,7 +463,7 @@ def _run_lanes(tasks: list[Task], log, jobs: int, env: dict[str, str] | None = N
     with ThreadPoolExecutor(max_workers=len(lanes)) as pool:
         finished = list(pool.map(lambda lane, device: _run_in_children(lane, log, {**(env or {}), **device},
                                                                         stop=stop, done=report), lanes, devices))
-    by_id = {record["id"]: record for records in finished for record in records}
+    by_id = {record.id: record for records in finished for record in records}
     return [by_id[task.case_id] for task in tasks]
 
 
@@ -488,7 +489,7 @@ def run_matrix(suite: str, impls: tuple[str, ...] | None = None, log=print, *, j
     for task in tasks_for(suite, impls):
         why = why_not(task)
         if why:
-            results.add({**_base_record(task), "status": why[0], "reason": why[1]})
+            results.add(_record(task, *why))
         else:
             runnable.append(task)
     log(f"{suite}: {len(runnable)} runs over {len(impls)} implementations"
@@ -499,7 +500,7 @@ def run_matrix(suite: str, impls: tuple[str, ...] | None = None, log=print, *, j
     interpreted = [t for t in runnable if IMPLS[t.impl].interpreter]
     not_runnable = list(results.cases)
 
-    def done(record: dict[str, object]) -> None:
+    def done(record: CaseRecord) -> None:
         results.add(record)
         results.checkpoint()
 
@@ -529,7 +530,8 @@ def _write(results: ResultsFile, jobs: int) -> Path:
 
 
 def run_and_write(suite: str) -> dict[str, dict[str, object]]:
-    """Run the suite's matrix, write its results file, and return its records by case id. (pytest captures
+    """Run the suite's matrix, write its results file, and return its records by case id, each as the file holds
+    it. (pytest captures
     what a fixture prints; validation/conftest.py prints the file with its counts at the end of the session.)
     A run stopped by SIGINT or SIGTERM writes what finished, then raises KeyboardInterrupt, which stops pytest."""
     jobs = default_jobs()
@@ -537,7 +539,7 @@ def run_and_write(suite: str) -> dict[str, dict[str, object]]:
     path = _write(results, jobs)
     if results.interrupted:
         raise KeyboardInterrupt(f"{suite}: {results.interrupted}; what finished is in {path}")
-    return {r["id"]: r for r in results.cases}
+    return {r.id: r.as_dict() for r in results.cases}
 
 
 def main(argv: list[str] | None = None) -> int:

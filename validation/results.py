@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
 from validation.provenance import ROOT, environment, now_iso, suite_version
-from validation.schema import SCHEMA_VERSION, STATUSES, SUITES
+from validation.schema import SCHEMA_VERSION, STATUSES, SUITES, CaseRecord, jsonable
 
-__all__ = ["SCHEMA_VERSION", "STATUSES", "SUITES", "ResultsFile", "RunDirError", "check_run_dir", "run_dir",
-           "write_json_atomic", "write_text_atomic"]
+__all__ = ["SCHEMA_VERSION", "STATUSES", "SUITES", "CaseRecord", "ResultsFile", "RunDirError", "check_run_dir",
+           "run_dir", "write_json_atomic", "write_text_atomic"]
 
 
 # Every results file this process wrote, in order: pytest's conftest prints them at the end of its run (a
@@ -73,17 +72,6 @@ def _umask() -> int:
 _FILE_MODE = 0o666 & ~_umask()
 
 
-def _jsonable(value: object) -> object:
-    """JSON has no NaN or Inf: write them as the strings "nan", "inf", "-inf"."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    return value
-
-
 def write_text_atomic(path: Path, data: str | bytes, *, overwrite: bool = False) -> Path:
     """Write ``data`` to ``path`` in one step: a reader sees the old file or the whole new one.
 
@@ -113,12 +101,13 @@ def write_text_atomic(path: Path, data: str | bytes, *, overwrite: bool = False)
 
 def write_json_atomic(path: Path, payload: object, *, overwrite: bool = False) -> Path:
     """``payload`` as JSON (NaN and Inf as strings), written by ``write_text_atomic``."""
-    text = json.dumps(_jsonable(payload), indent=1, allow_nan=False) + "\n"
+    text = json.dumps(jsonable(payload), indent=1, allow_nan=False) + "\n"
     return write_text_atomic(path, text, overwrite=overwrite)
 
 
 class ResultsFile:
-    """Collects the cases of one suite run and writes them as ``<run_dir>/raw/<suite>.json``."""
+    """Collects the cases of one suite run (each a :class:`~validation.schema.CaseRecord`) and writes them as
+    ``<run_dir>/raw/<suite>.json``."""
 
     def __init__(self, suite: str, directory: Path | None = None, *, check: bool = False) -> None:
         """``check``: make sure now, before any work, that the run directory can take this file
@@ -130,30 +119,28 @@ class ResultsFile:
         if check:
             check_run_dir(self.directory, (suite,))
         self.created = now_iso()
-        self.cases: list[dict[str, object]] = []
+        self.cases: list[CaseRecord] = []
         self._checkpoint_env: dict[str, object] | None = None  # read at the first checkpoint
         self.interrupted: str | None = None  # the signal that stopped the run, when one did
 
-    def add(self, case: dict[str, object]) -> None:
-        for key in ("id", "impl", "status"):
-            if key not in case:
-                raise ValueError(f"a case needs {key!r}; got keys {sorted(case)}")
-        if case["status"] not in STATUSES:
-            raise ValueError(f"case status must be one of {STATUSES}; got {case['status']!r}")
-        if case["status"] != "pass" and not case.get("reason"):
-            raise ValueError(f"case {case['id']}: status {case['status']!r} needs a reason")
+    def add(self, case: CaseRecord) -> None:
+        """One more case: a :class:`~validation.schema.CaseRecord`, checked against the contract when it was
+        built; anything else (a dict) is a TypeError."""
+        if not isinstance(case, CaseRecord):
+            raise TypeError(f"ResultsFile.add takes a validation.schema.CaseRecord, not a {type(case).__name__}: "
+                            "build the case with CaseRecord(id=..., impl=..., status=..., ...), which checks it")
         self.cases.append(case)
 
     def summary(self) -> dict[str, int]:
-        return {s: sum(c["status"] == s for c in self.cases) for s in STATUSES}
+        return {s: sum(c.status == s for c in self.cases) for s in STATUSES}
 
     def _payload(self, env: dict[str, object], extra: dict[str, object]) -> dict[str, object]:
         return {"schema_version": SCHEMA_VERSION, "suite": self.suite, "suite_version": suite_version(),
                 "created": self.created, "finished": now_iso(), "environment": env, "summary": self.summary(),
-                **extra, "cases": self.cases}
+                **extra, "cases": [c.as_dict() for c in self.cases]}
 
     def _environment(self) -> dict[str, object]:
-        seeds = sorted({c["seed"] for c in self.cases if isinstance(c.get("seed"), int)})
+        seeds = sorted({c.seed for c in self.cases if c.seed is not None})
         return environment(seeds or None)
 
     @property

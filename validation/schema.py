@@ -1,11 +1,13 @@
 """The results contract (docs/design.md, "Results contract") as code: its constants, defined here once, and the
 validator every reader of a results file goes through.
 
-Writers (``validation.results.ResultsFile``) build records with these constants; readers (the report, its
-comparison, the run summary) load a file with :func:`load_results`, which refuses anything that does not fit
-the contract with one line naming the file, the field and the value (:class:`SchemaError`). What a reader
-gets back is then safe to format: every number is finite-or-a-NaN/Inf string and within float range, every
-shape a positive int, every status known, every version and commit a safe name.
+Writers build every case as a :class:`CaseRecord`, the only thing ``validation.results.ResultsFile.add``
+takes; it is checked when built, by the same checker as a file's cases, so that a bad record is refused where
+it is made (:class:`SchemaError` naming the field and the value), not when a reader meets it. Readers (the
+report, its comparison, the run summary) load a file with :func:`load_results`, which refuses anything that
+does not fit the contract with one line naming the file, the field and the value (:class:`SchemaError`). What
+a reader gets back is then safe to format: every number is finite-or-a-NaN/Inf string and within float range,
+every shape a positive int, every status known, every version and commit a safe name.
 """
 
 from __future__ import annotations
@@ -13,18 +15,23 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Literal, get_args
 
-__all__ = ["COMMIT_PATTERN", "HEADLINE", "KNOWN_SCHEMA_VERSIONS", "SCHEMA_VERSION", "SHAPE_KEYS", "STATUSES",
-           "SUITES", "SUITE_VERSION_PATTERN", "SchemaError", "check_results", "load_results"]
+__all__ = ["CASE_FIELDS", "COMMIT_PATTERN", "HEADLINE", "KNOWN_SCHEMA_VERSIONS", "SCHEMA_VERSION", "SHAPE_KEYS",
+           "STATUSES", "SUITES", "SUITE_VERSION_PATTERN", "CaseRecord", "SchemaError", "Status", "check_results",
+           "jsonable", "load_results"]
 
 SCHEMA_VERSION = 1
 KNOWN_SCHEMA_VERSIONS = (1,)
 # In the order a run makes them (and a report and a summary list them).
 SUITES = ("compile", "reference", "correctness", "stability", "benchmark")
-STATUSES = ("pass", "fail", "unsupported", "crashed", "not-run")
+Status = Literal["pass", "fail", "unsupported", "crashed", "not-run"]
+STATUSES: tuple[str, ...] = get_args(Status)
 SHAPE_KEYS = ("batch", "seqlen", "nheads", "headdim", "ngroups", "dstate", "chunk_size")
 # The post's headline shape: batch 4, 16384 tokens, 8 heads, headdim 64, dstate 128, chunk 128.
 HEADLINE = {"batch": 4, "seqlen": 16384, "nheads": 8, "headdim": 64, "ngroups": 1, "dstate": 128, "chunk_size": 128}
@@ -40,8 +47,21 @@ TIMING_FIELDS = ("kernel_us", "wall_us")
 MAX_TEXT = 100_000  # a reason or id longer than this is not a record but a mistake
 
 
+def jsonable(value: object) -> object:
+    """``value`` as a results file holds it: JSON has no NaN or Inf, so they are the strings "nan", "inf",
+    "-inf"; a tuple is a list; a read-only mapping a dict."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, Mapping):
+        return {k: jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    return value
+
+
 class SchemaError(ValueError):
-    """A results file that does not fit the contract: the message names the file, the field and the value."""
+    """A results file (or a case record being built) that does not fit the contract: the message names the file,
+    the field and the value."""
 
 
 def _show(value: object) -> str:
@@ -127,11 +147,11 @@ class _Checker:
             for i, item in enumerate(samples):
                 self.number(f"{field}.samples[{i}]", item)
 
-    def case(self, i: int, case: object) -> None:
-        where = f"cases[{i}]"
+    def case(self, where: str, case: object) -> None:
+        """One case; ``where`` names it in a message (``cases[3]``), followed by its id once that is known."""
         c = self.mapping(where, case)
         cid = self.text(f"{where}.id", c.get("id"))
-        where = f"cases[{i}] ({cid[:60]})"
+        where = f"{where} ({cid[:60]})"
         self.text(f"{where}.impl", c.get("impl"))
         status = c.get("status")
         if status not in STATUSES:
@@ -148,6 +168,9 @@ class _Checker:
         for key in ("dtype", "regime", "variant", "tag", "oracle", "matmul"):
             if not isinstance(c.get(key), str | None):
                 raise self.fail(f"{where}.{key}", "a string or null", c[key])
+        for key in ("with_D", "with_initial_state"):
+            if not isinstance(c.get(key), bool | None):
+                raise self.fail(f"{where}.{key}", "true, false or null", c[key])
         for key in ("seed", "nonfinite", "triton_tuned_at"):
             if c.get(key) is not None:
                 self.integer(f"{where}.{key}", c[key], low=0)
@@ -185,6 +208,97 @@ class _Checker:
         return value
 
 
+# The fields every suite's cases share, in the order a record writes them when built (not read): its identity
+# and its inputs first, then what the suite measured (``CaseRecord.measured``, in the order given), then the
+# verdict.
+_LEADING = ("id", "impl", "shape", "dtype", "regime", "seed", "tag", "with_D", "with_initial_state", "oracle",
+            "variant")
+_TRAILING = ("status", "reason")
+
+
+@dataclass(frozen=True)
+class CaseRecord:
+    """One case of a results file (docs/design.md, "Results contract"): the only way a writer makes one
+    (``ResultsFile.add`` takes nothing else), checked as it is built by the checker :func:`load_results` runs on
+    every case of a file; a bad field raises :class:`SchemaError` naming the field and the value.
+
+    The fields every suite shares are typed; ``None`` is "not recorded" (no key in the file). What a suite
+    measures beside them (errors against the oracle, tolerances, timings, floors, per-kernel times, compile
+    times, TileGym's tuning, ...) is in ``measured``, under the names the file uses. :meth:`as_dict` is the
+    record as the file holds it; :meth:`from_dict` reads one back (keeping its keys' order), so that
+    ``CaseRecord.from_dict(case).as_dict() == case`` for every case of a valid file.
+    """
+
+    id: str
+    impl: str
+    status: Status
+    reason: str | None = None  # required unless status is "pass": why it failed, was refused, did not run
+    shape: Mapping[str, int] | None = None  # SHAPE_KEYS -> a positive int
+    dtype: str | None = None
+    regime: str | None = None
+    seed: int | None = None
+    tag: str | None = None  # the matrix's name for the case (its id without the implementation)
+    with_D: bool | None = None
+    with_initial_state: bool | None = None
+    oracle: str | None = None  # what the case was judged against
+    variant: str | None = None  # an ablation of ours (kernels.cutile.tuning.VARIANTS)
+    measured: Mapping[str, Any] = field(default_factory=dict)
+    # The order of the keys in the file the record was read from (from_dict); empty: _LEADING, measured, _TRAILING.
+    key_order: tuple[str, ...] = field(default=(), compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        check = _Checker("CaseRecord")
+        if not isinstance(self.measured, Mapping):
+            raise check.fail("measured", "a mapping of field names to values", self.measured)
+        clash = sorted(set(self.measured) & set(CASE_FIELDS))
+        if clash:
+            raise check.fail(f"measured.{clash[0]}", f"no field of the record's own (give it as {clash[0]}=)",
+                             self.measured[clash[0]])
+        if isinstance(self.shape, Mapping):
+            object.__setattr__(self, "shape", MappingProxyType(dict(self.shape)))
+        object.__setattr__(self, "measured", MappingProxyType(dict(self.measured)))
+        object.__setattr__(self, "key_order", tuple(self.key_order))
+        if self.key_order:
+            present = {k for k in CASE_FIELDS if getattr(self, k) is not None} | set(self.measured)
+            if len(set(self.key_order)) != len(self.key_order) or not present <= set(self.key_order) or \
+                    not set(self.key_order) <= present | set(CASE_FIELDS):
+                raise check.fail("key_order", f"each of the record's keys once ({', '.join(sorted(present))})",
+                                 self.key_order)
+        case = jsonable(self.as_dict())
+        check.case("case", case)
+        check.deep_numbers(f"case ({self.id})", case)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The record as a results file holds it (NaN and Inf still floats: the writer spells them)."""
+        def value(key: str) -> Any:
+            got = getattr(self, key) if key in CASE_FIELDS else self.measured[key]
+            return dict(got) if key == "shape" and isinstance(got, Mapping) else got
+
+        keys = self.key_order or (*(k for k in _LEADING if getattr(self, k) is not None), *self.measured,
+                                  *(k for k in _TRAILING if getattr(self, k) is not None))
+        return {key: value(key) for key in keys}
+
+    @classmethod
+    def from_dict(cls, case: Mapping[str, Any]) -> CaseRecord:
+        """A case as a results file (or a child process's line) holds it; its keys keep their order."""
+        if not isinstance(case, Mapping):
+            raise _Checker("CaseRecord").fail("case", "an object", case)
+        own = {"id": None, "impl": None, "status": None, **{k: v for k, v in case.items() if k in CASE_FIELDS}}
+        return cls(**own, measured={k: v for k, v in case.items() if k not in CASE_FIELDS}, key_order=tuple(case))
+
+    def with_measured(self, **measured: Any) -> CaseRecord:
+        """This record with ``measured`` fields added (after the others) or changed: e.g. a time taken later."""
+        order = (*self.key_order, *(k for k in measured if k not in self.key_order)) if self.key_order else ()
+        return CaseRecord(**{k: getattr(self, k) for k in CASE_FIELDS}, measured={**self.measured, **measured},
+                          key_order=order)
+
+
+# The typed fields of a case, the same in every suite (the rest of a case is CaseRecord.measured).
+CASE_FIELDS = (*_LEADING, *_TRAILING)
+if set(CASE_FIELDS) != {f.name for f in fields(CaseRecord)} - {"measured", "key_order"}:
+    raise AssertionError("CASE_FIELDS and CaseRecord's fields differ")
+
+
 def check_results(payload: object, path: Path | str, suite: str | None = None) -> dict[str, Any]:
     """``payload`` (a parsed results file) if it fits the contract, else :class:`SchemaError`; ``suite`` is what
     the file's name says it holds."""
@@ -211,7 +325,7 @@ def check_results(payload: object, path: Path | str, suite: str | None = None) -
     if not isinstance(cases, list):
         raise check.fail("cases", "a list of case objects", cases)
     for i, case in enumerate(cases):
-        check.case(i, case)
+        check.case(f"cases[{i}]", case)
     notes = data.get("notes")
     if notes is not None and not (isinstance(notes, list) and all(isinstance(n, str) for n in notes)):
         raise check.fail("notes", "a list of strings", notes)

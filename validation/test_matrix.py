@@ -18,6 +18,7 @@ from reference import ProblemSpec
 from validation import matrix
 from validation.matrix import BIG_ELEMENTS, Task
 from validation.provenance import ROOT
+from validation.schema import CaseRecord
 
 
 def _task(tag: str, impl: str, **change: object) -> Task:
@@ -59,8 +60,8 @@ def test_children_at_once_return_every_record_in_the_order_asked() -> None:
     tasks = [_task(f"s{seed}", "reference-chunked", seed=seed, dtype="fp32") for seed in range(3)]
     lines: list[str] = []
     records = matrix._run_lanes(tasks, lines.append, jobs=2)
-    assert [r["id"] for r in records] == [t.case_id for t in tasks]
-    assert [r["status"] for r in records] == ["pass"] * 3, records
+    assert [r.id for r in records] == [t.case_id for t in tasks]
+    assert [r.status for r in records] == ["pass"] * 3, records
     assert "  3 runs in 2 processes at once" in lines
 
 
@@ -162,10 +163,10 @@ def test_each_lane_runs_on_its_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
 
     def fake_children(lane, log, env=None, *, stop=None, done=None):
         seen.extend((t.case_id, (env or {}).get("CUDA_VISIBLE_DEVICES")) for t in lane)
-        return [{"id": t.case_id, "status": "pass"} for t in lane]
+        return [CaseRecord(id=t.case_id, impl=t.impl, status="pass") for t in lane]
 
     monkeypatch.setattr(matrix, "_run_in_children", fake_children)
     tasks = [_task(f"s{seed}", "reference-chunked", seed=seed) for seed in range(5)]
     records = matrix._run_lanes(tasks, lambda line: None, jobs=1, gpus=["0", "1"])
-    assert [r["id"] for r in records] == [t.case_id for t in tasks]
+    assert [r.id for r in records] == [t.case_id for t in tasks]
     assert {gpu for _, gpu in seen} == {"0", "1"}, seen

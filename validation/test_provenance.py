@@ -39,11 +39,12 @@ def test_without_a_given_commit_git_is_asked(monkeypatch) -> None:
 
 def test_a_checkpoint_keeps_the_cases_so_far_until_the_file_is_written(tmp_path) -> None:
     from validation.results import ResultsFile
+    from validation.schema import CaseRecord
 
     results = ResultsFile("benchmark", directory=tmp_path)
-    results.add({"id": "a", "impl": "cutile", "status": "pass", "seed": 0})
+    results.add(CaseRecord(id="a", impl="cutile", status="pass", seed=0))
     first = json.loads(results.checkpoint(ceilings={"x": 1}).read_text())
-    results.add({"id": "b", "impl": "triton", "status": "not-run", "reason": "not reached"})
+    results.add(CaseRecord(id="b", impl="triton", status="not-run", reason="not reached"))
     path = results.checkpoint(ceilings={"x": 1})
     assert path == tmp_path / "partial" / "benchmark.json" and not (tmp_path / "raw").exists()
     second = json.loads(path.read_text())

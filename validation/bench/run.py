@@ -39,6 +39,7 @@ from validation.gpu import HAS_CUDA, NO_CUDA_REASON, judge, processes_at_once
 from validation.provenance import ROOT
 from validation.registry import IMPLS
 from validation.results import ResultsFile, RunDirError, write_json_atomic
+from validation.schema import CaseRecord, Status
 from validation.summary import FAILED, PEERS, describe
 
 WARMUP_S = 0.1
@@ -58,9 +59,17 @@ COMPILE_PHASE = ("before timing, parallel processes made every case's first call
                  "precompile_s the compile phase's, taken while other processes compiled too")
 
 
-def _not_run(spec: ProblemSpec, impl: str, reason: str) -> dict[str, object]:
-    return {"id": spec.case_id(impl), "impl": impl, "shape": spec.shape_dict(), "dtype": spec.dtype,
-            "regime": spec.regime, "status": "not-run", "reason": reason}
+def _not_run(spec: ProblemSpec, impl: str, reason: str) -> CaseRecord:
+    return CaseRecord(id=spec.case_id(impl), impl=impl, status="not-run", reason=reason, shape=spec.shape_dict(),
+                      dtype=spec.dtype, regime=spec.regime)
+
+
+def _case(spec: ProblemSpec, impl: str, variant: str | None, status: Status, reason: str | None = None,
+          **measured: object) -> CaseRecord:
+    """A point's case: its identity, what was measured there, and the verdict."""
+    return CaseRecord(id=spec.case_id(impl, variant), impl=impl, status=status, reason=reason,
+                      shape=spec.shape_dict(), dtype=spec.dtype, regime=spec.regime, seed=spec.seed,
+                      variant=variant or None, measured=measured)
 
 
 def _progress(message: str) -> None:
@@ -126,7 +135,7 @@ def _design_floor(spec: ProblemSpec, c, ceilings: dict[str, float], variant: str
 
 
 def bench_point(spec: ProblemSpec, impls: list[str], ceilings: dict[str, float], reps: int,
-                triton_tuning: str = "headline", cutile_variants: tuple[str, ...] = ()) -> list[dict]:
+                triton_tuning: str = "headline", cutile_variants: tuple[str, ...] = ()) -> list[CaseRecord]:
     device = torch.device("cuda")
     inputs = spec.make_inputs(device)
     y_ref, state_ref = ssd_chunked(*inputs.as_args(), chunk_size=32)  # chunk 32: fewer fp64 FLOPs in C·Bᵀ
@@ -141,17 +150,15 @@ def bench_point(spec: ProblemSpec, impls: list[str], ceilings: dict[str, float],
     runs = [(name, None) for name in impls] + [("cutile", v) for v in cutile_variants]
     for name, variant in runs:
         impl = IMPLS[name]
-        record = {"id": spec.case_id(name, variant), "impl": name, "shape": spec.shape_dict(), "dtype": spec.dtype,
-                  "regime": spec.regime, "seed": spec.seed, "matmul": impl.matmul[spec.dtype], **floors,
-                  "bytes": c.bytes, "chunk_state_bytes": c.chunk_state_bytes, "flops": c.flops}
-        if variant:
-            record["variant"] = variant
+        # What the point measures, grown as it goes; the case is built (and checked) from it at the end.
+        measured: dict[str, object] = {"matmul": impl.matmul[spec.dtype], **floors, "bytes": c.bytes,
+                                       "chunk_state_bytes": c.chunk_state_bytes, "flops": c.flops}
         reason = impl.unsupported_reason(spec)
         if reason:
-            records.append({**record, "status": "unsupported", "reason": reason})
+            records.append(_case(spec, name, variant, "unsupported", reason, **measured))
             continue
         if name == "cutile":
-            record.update(_design_floor(spec, c, ceilings, variant))
+            measured.update(_design_floor(spec, c, ceilings, variant))
         if variant is None:
             fn = impl.load()
         else:
@@ -168,19 +175,20 @@ def bench_point(spec: ProblemSpec, impls: list[str], ceilings: dict[str, float],
         def call(fn=fn, args=args, out=out) -> None:
             out["y"], out["state"] = fn(*args, chunk_size=spec.chunk_size)
 
-        record["compile_s"] = first_call_s(call, device)  # TileGym's autotune, when it runs, is in here
+        measured["compile_s"] = first_call_s(call, device)  # TileGym's autotune, when it runs, is in here
         if name == "triton":  # where its configs were chosen: here if this call added choices (observed, not assumed)
             tuned_here = autotune_choices() > choices_before
-            record["triton_tuned_at"] = spec.seqlen if tuned_here or triton_tuning == "per-point" else HEADLINE[0]
-            record["triton_tuned_here"] = tuned_here
+            measured["triton_tuned_at"] = spec.seqlen if tuned_here or triton_tuning == "per-point" else HEADLINE[0]
+            measured["triton_tuned_here"] = tuned_here
         if name == "tilegym":
-            record["tilegym_tuning"] = tilegym_tuning.decisions(
+            measured["tilegym_tuning"] = tilegym_tuning.decisions(
                 tilegym_tuning.problem_of(inputs.x, inputs.dt, inputs.B, inputs.C, spec.chunk_size))
         verdict = judge(name, spec.dtype, impl.matmul[spec.dtype], out["y"], out["state"], y_ref, state_ref)
-        record.update(verdict.record())
+        measured.update(verdict.record())
         failures = verdict.failures()
         if failures:
-            records.append({**record, "status": "fail", "reason": "correctness gate: " + "; ".join(failures)})
+            records.append(_case(spec, name, variant, "fail", "correctness gate: " + "; ".join(failures),
+                                 **measured))
             continue
         out.clear()
         # The first call above ran the input check (A <= 0, dt >= 0) like any call; the timed calls, on these
@@ -191,21 +199,22 @@ def bench_point(spec: ProblemSpec, impls: list[str], ceilings: dict[str, float],
             kernel = cupti_kernel_us(call, reps=reps, device=device)
             wall = wall_us(call, reps=reps, device=device)
             per_kernel = per_kernel_us(call, reps=reps, device=device)
-        record.update(status="pass", kernel_us=kernel.as_dict(), wall_us=wall.as_dict(), per_kernel_us=per_kernel,
-                      floor_fraction=floors["floor_us"] / kernel.median, input_check_us=check_us)
-        if "floor_design_us" in record:
-            record["floor_design_fraction"] = record["floor_design_us"] / kernel.median
-        records.append(record)
+        measured.update(kernel_us=kernel.as_dict(), wall_us=wall.as_dict(), per_kernel_us=per_kernel,
+                        floor_fraction=floors["floor_us"] / kernel.median, input_check_us=check_us)
+        if "floor_design_us" in measured:
+            measured["floor_design_fraction"] = measured["floor_design_us"] / kernel.median
+        records.append(_case(spec, name, variant, "pass", **measured))
     return records
 
 
-def _shown(record: dict) -> str:
-    if record["status"] != "pass":
-        return f"{record['status']}: {record.get('reason', '')[:120]}"
+def _shown(record: CaseRecord) -> str:
+    if record.status != "pass":
+        return f"{record.status}: {(record.reason or '')[:120]}"
+    m = record.measured
     parts = " ".join(f"{name.strip('_').removesuffix('_kernel')[:24]}={us:.1f}"
-                     for name, us in record["per_kernel_us"].items())
-    return (f"{record['kernel_us']['median']:9.1f} us kernel, {record['wall_us']['median']:9.1f} us wall"
-            f"{' [' + record['variant'] + ']' if record.get('variant') else ''}  {parts}")
+                     for name, us in m["per_kernel_us"].items())
+    return (f"{m['kernel_us']['median']:9.1f} us kernel, {m['wall_us']['median']:9.1f} us wall"
+            f"{' [' + record.variant + ']' if record.variant else ''}  {parts}")
 
 
 # Where the ablation runs by default: the headline and the largest dstate at the same length.
@@ -298,11 +307,11 @@ def main(argv: list[str] | None = None) -> int:
                     raise KeyboardInterrupt(f"the time budget of {args.budget_s:.0f} s is spent")
                 variants = tuple(args.cutile_variants) if (spec.seqlen, spec.dstate) in args.ablation_points else ()
                 for record in bench_point(spec, args.impl, ceilings, args.reps, args.triton_tuning, variants):
-                    if record["id"] in precompiled:
-                        record["precompile_s"] = precompiled[record["id"]]
+                    if record.id in precompiled:
+                        record = record.with_measured(precompile_s=precompiled[record.id])
                     results.add(record)
                     _progress(f"[{i}/{len(specs)} {time.perf_counter() - start:6.0f}s] l={spec.seqlen:<7}"
-                              f" n={spec.dstate:<4} {record['impl']:<8} {_shown(record)}")
+                              f" n={spec.dstate:<4} {record.impl:<8} {_shown(record)}")
                 done = i
                 results.checkpoint(ceilings=ceilings, **extra)
                 torch.cuda.empty_cache()
@@ -317,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     pb = write_json_atomic(path.parent.parent / "pytest-benchmark.json", convert(json.loads(path.read_text())))
     print(describe(path), flush=True)
     _progress(f"benchmark: and the same as a pytest-benchmark file, {pb}")
-    return exit_code(results.cases)
+    return exit_code([c.as_dict() for c in results.cases])
 
 
 def exit_code(cases: list[dict[str, object]]) -> int:
