@@ -23,7 +23,7 @@ __all__ = ["compare_html", "kernel_change", "main", "write_compare"]
 
 
 def _band(case: Case) -> tuple[float, float] | None:
-    stats = case.get("kernel_us")
+    stats = case.measured.get("kernel_us")
     if not isinstance(stats, dict):
         return None
     p10, p90 = stats.get("p10"), stats.get("p90")
@@ -50,8 +50,8 @@ def kernel_change(old: Case, new: Case) -> tuple[float | None, bool, str]:
 def compare_html(old: Run, new: Run) -> str:
     rows, flagged = [], 0
     for suite in sorted(set(old.files) | set(new.files)):
-        a_cases = {str(c["id"]): c for c in old.cases(suite)}
-        b_cases = {str(c["id"]): c for c in new.cases(suite)}
+        a_cases = {c.id: c for c in old.cases(suite)}
+        b_cases = {c.id: c for c in new.cases(suite)}
         for cid in sorted(set(a_cases) | set(b_cases)):
             a, b = a_cases.get(cid), b_cases.get(cid)
             notes = []
@@ -59,14 +59,15 @@ def compare_html(old: Run, new: Run) -> str:
                 notes.append("only in the " + ("newer" if a is None else "older") + " run")
                 ratio, time_flag = None, False
             else:
-                if a.get("status") != b.get("status"):
-                    notes.append(f"status {a.get('status')} \u2192 {b.get('status')}")
+                if a.status != b.status:
+                    notes.append(f"status {a.status} \u2192 {b.status}")
                 ratio, time_flag, note = kernel_change(a, b)
                 if ratio is not None:
                     notes.append(f"kernel time {note}")
-            flag = bool(a is None or b is None or a.get("status") != b.get("status") or time_flag)
+            flag = bool(a is None or b is None or a.status != b.status or time_flag)
             flagged += flag
-            rows.append({"flag": flag, "suite": suite, "id": cid, "one": b or a, "a": a, "b": b,
+            shown_a, shown_b = (c.as_dict() if c is not None else None for c in (a, b))  # as the template reads them
+            rows.append({"flag": flag, "suite": suite, "id": cid, "one": shown_b or shown_a, "a": shown_a, "b": shown_b,
                          "a_us": kernel_median(a) if a else None, "b_us": kernel_median(b) if b else None,
                          "ratio": ratio, "notes": "; ".join(notes)})
     rows.sort(key=lambda r: (not r["flag"], r["suite"], r["id"]))

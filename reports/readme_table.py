@@ -31,7 +31,7 @@ def _points(run: Run) -> dict[tuple[int, int], dict]:
     """(seqlen, dstate) -> {impl: case} for the run's benchmark points (one batch/heads/dtype shape assumed)."""
     out: dict[tuple[int, int], dict] = {}
     for point in speedup_points(run.cases("benchmark")).values():
-        shape = next(iter(point.values())).get("shape") or {}
+        shape = next(iter(point.values())).shape or {}
         out[(int(shape["seqlen"]), int(shape["dstate"]))] = point
     if not out:
         raise ReportError(f"{run.directory}: no benchmark points to tabulate")

@@ -24,7 +24,7 @@ from typing import Any
 
 from reports.errata import Erratum, load_errata
 from reports.markup import ReportError, num
-from validation.schema import HEADLINE, KNOWN_SCHEMA_VERSIONS, SUITES, SchemaError, load_results
+from validation.schema import HEADLINE, KNOWN_SCHEMA_VERSIONS, SUITES, CaseRecord, ResultsDoc, SchemaError, load_results
 
 __all__ = ["KNOWN_SCHEMA_VERSIONS", "SUITES", "HEADLINE", "Run", "command", "load_run", "order", "shape_order",
            "speedup", "speedup_points"]
@@ -32,13 +32,13 @@ __all__ = ["KNOWN_SCHEMA_VERSIONS", "SUITES", "HEADLINE", "Run", "command", "loa
 RUN_ID = re.compile(r"^\d{8}T\d{6}Z$")
 PEERS = ("cutile", "tilegym")  # each measured as a speedup over "triton"
 
-Case = dict[str, Any]
+Case = CaseRecord
 
 
 @dataclass(frozen=True)
 class Run:
     directory: Path
-    files: dict[str, dict[str, Any]]  # suite -> parsed results file, in SUITES order
+    files: dict[str, ResultsDoc]  # suite -> its results file, checked and typed, in SUITES order
     raw: dict[str, bytes]  # suite -> the file's bytes, copied beside the report unchanged
     version: str
     created: str
@@ -49,20 +49,20 @@ class Run:
         return [s for s in SUITES if s not in self.files]
 
     def cases(self, suite: str) -> list[Case]:
-        return list(self.files.get(suite, {}).get("cases", []))
+        return list(self.files[suite].cases) if suite in self.files else []
 
     def environment(self) -> dict[str, dict[str, Any]]:
-        return {s: f.get("environment") or {} for s, f in self.files.items()}
+        return {s: f.environment for s, f in self.files.items()}
 
     def status_counts(self) -> Counter[str]:
-        return Counter(str(c.get("status")) for s in self.files for c in self.cases(s))
+        return Counter(c.status for s in self.files for c in self.cases(s))
 
     def counts_by_impl(self) -> dict[str, Counter[str]]:
         """impl -> status -> number of cases, over every suite."""
         out: dict[str, Counter[str]] = {}
         for suite in self.files:
             for c in self.cases(suite):
-                out.setdefault(str(c["impl"]), Counter())[str(c.get("status"))] += 1
+                out.setdefault(c.impl, Counter())[c.status] += 1
         return out
 
     def gpu(self) -> tuple[str | None, str | None]:
@@ -78,7 +78,7 @@ class Run:
         return None, "no results file records gpu_name"
 
 
-def _load_file(path: Path, suite: str) -> tuple[dict[str, Any], bytes]:
+def _load_file(path: Path, suite: str) -> tuple[ResultsDoc, bytes]:
     """The file, checked against the results contract (validation/schema.py): one line naming the file, the
     field and the value when it does not fit."""
     try:
@@ -126,23 +126,24 @@ def load_run(directory: Path) -> Run:
         path = raw_dir / f"{suite}.json"
         if path.is_file():
             files[suite], raw[suite] = _load_file(path, suite)
-    created = {s: f.get("created") for s, f in files.items()}
+    created = {s: f.created for s, f in files.items()}
     if not all(isinstance(c, str) for c in created.values()):
         raise ReportError(f"{directory}: every results file needs 'created' (ISO 8601); got {created}")
-    envs = {s: f.get("environment") or {} for s, f in files.items()}
+    envs = {s: f.environment for s, f in files.items()}
     suite_version = _one(directory, "suite_version",
-                         {s: f.get("suite_version") or envs[s].get("suite_version") for s, f in files.items()})
+                         {s: f.suite_version or envs[s].get("suite_version") for s, f in files.items()})
     commit = _one(directory, "environment.git_commit", {s: e.get("git_commit") for s, e in envs.items()})
     dirty = any(e.get("git_dirty") is True for e in envs.values())
     commit7 = str(commit)[:7] if commit else "nocommit"
     run_id = _run_id(directory, list(created.values()))
     version = f"{suite_version}+{run_id}-{commit7}{'-dirty' if dirty else ''}"
-    return Run(directory, files, raw, version, min(created.values()), load_errata(directory, files))
+    cases = {s: {"cases": [c.as_dict() for c in f.cases]} for s, f in files.items()}  # what the errata match
+    return Run(directory, files, raw, version, min(created.values()), load_errata(directory, cases))
 
 
 def _shape_key(case: Case) -> tuple[object, ...]:
-    shape = case.get("shape") or {}
-    return (*(shape.get(k) for k in HEADLINE), case.get("dtype"))
+    shape = case.shape or {}
+    return (*(shape.get(k) for k in HEADLINE), case.dtype)
 
 
 def order(values: tuple[object, ...]) -> tuple[tuple[int, float, str], ...]:
@@ -152,21 +153,21 @@ def order(values: tuple[object, ...]) -> tuple[tuple[int, float, str], ...]:
 
 def shape_order(case: Case) -> tuple[tuple[int, float, str], ...]:
     """Cases by shape (numerically), dtype, variant, impl, id."""
-    return order((*_shape_key(case), case.get("variant") or "", case.get("impl"), case.get("id")))
+    return order((*_shape_key(case), case.variant or "", case.impl, case.id))
 
 
 def speedup_points(cases: list[Case]) -> dict[tuple[object, ...], dict[str, Case]]:
     """Benchmark cases without a ``variant``, grouped by (shape..., dtype) then impl; sorted by key."""
     points: dict[tuple[object, ...], dict[str, Case]] = {}
     for case in cases:
-        if case.get("variant"):
+        if case.variant:
             continue
-        points.setdefault(_shape_key(case), {})[str(case["impl"])] = case
+        points.setdefault(_shape_key(case), {})[case.impl] = case
     return dict(sorted(points.items(), key=lambda kv: order(kv[0])))
 
 
 def kernel_median(case: Case) -> float | None:
-    stats = case.get("kernel_us")
+    stats = case.measured.get("kernel_us")
     value = num(stats.get("median")) if isinstance(stats, dict) else None
     return value if value is not None and math.isfinite(value) and value > 0 else None
 
@@ -177,8 +178,8 @@ def speedup(point: dict[str, Case], impl: str, base: str = "triton") -> tuple[fl
         case = point.get(name)
         if case is None:
             return None, f"no {name} case"
-        if case.get("status") != "pass":
-            return None, f"{name} {case.get('status')}: {case.get('reason') or 'no reason given'}"
+        if case.status != "pass":
+            return None, f"{name} {case.status}: {case.reason or 'no reason given'}"
         if kernel_median(case) is None:
             return None, f"{name} has no finite kernel_us.median"
     return kernel_median(point[base]) / kernel_median(point[impl]), None  # type: ignore[operator]
@@ -190,7 +191,7 @@ def published_ratios(run: Run) -> tuple[dict[tuple[int, int], float], str]:
     bench = run.files.get("benchmark")
     if bench is None:
         return {}, "the benchmark did not run"
-    data = bench.get("published_ratios")
+    data = bench.extra.get("published_ratios")
     if data is None:
         return {}, "the benchmark results carry no published_ratios, so the post's B300 ratios are not shown"
     path = run.directory / "raw" / "benchmark.json"

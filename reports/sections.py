@@ -49,13 +49,19 @@ def impl_order(impl: str) -> tuple[int, str]:
     return (known.index(impl) if impl in known else len(known), impl)
 
 
-def _why(case: Case, key: str) -> str | None:
-    reasons = case.get("null_reasons")
+def _why(case: Case | None, key: str) -> str | None:
+    reasons = case.measured.get("null_reasons") if case is not None else None
     return reasons.get(key) if isinstance(reasons, dict) else None
 
 
+def _shown(case: Case | None) -> dict[str, Any] | None:
+    """A case as the templates read it: as its file holds it."""
+    return case.as_dict() if case is not None else None
+
+
 def _claim(run: Run) -> tuple[float, float, str]:
-    data = (run.files.get("benchmark") or {}).get("published_ratios")
+    bench = run.files.get("benchmark")
+    data = bench.extra.get("published_ratios") if bench is not None else None
     if isinstance(data, dict) and num(data.get("speedup_min")) and num(data.get("speedup_max")):
         return num(data["speedup_min"]), num(data["speedup_max"]), str(data.get("gpu") or CLAIM_GPU)  # type: ignore
     return (*CLAIM, CLAIM_GPU)
@@ -114,7 +120,7 @@ class ImplVerdict:
 
 def _impl_verdict(impl: str, points: dict[tuple[object, ...], dict[str, Case]], claim_lo: float) -> ImplVerdict:
     ratios = {k: r for k, p in points.items() if (r := speedup(p, impl)[0]) is not None}
-    failed = sum(str((p.get(impl) or {}).get("status")) in ("fail", "crashed") for p in points.values())
+    failed = sum(impl in p and p[impl].status in ("fail", "crashed") for p in points.values())
     gate = f"; {failed} point(s) failed the correctness gate" if failed else ""
     if not ratios:
         why = next((w for p in points.values() if (w := speedup(p, impl)[1])), "no point")
@@ -174,8 +180,8 @@ def _status_rows(run: Run) -> list[dict[str, Any]]:
         where = Counter()
         for suite in run.files:
             for c in run.cases(suite):
-                if str(c["impl"]) == impl and c.get("status") in ("fail", "crashed"):
-                    where[(suite, str(c["status"]))] += 1
+                if c.impl == impl and c.status in ("fail", "crashed"):
+                    where[(suite, c.status)] += 1
         rows.append({"impl": impl, "name": impl_name(impl), "ours": impl in OURS, "counts": counts,
                      "where": [{"suite": s, "status": st, "n": n} for (s, st), n in sorted(where.items())]})
     return rows
@@ -221,9 +227,9 @@ def environment(run: Run) -> dict[str, Any]:
         same = len({json.dumps(v, sort_keys=True) for v in values.values()}) == 1
         rows.append({"key": key, "same": same, "value": next(iter(shown.values())), "per_suite": shown})
     summary = [r for k in SUMMARY_FIELDS for r in rows if r["key"] == k]
-    files = [{"suite": s, "version": f.get("suite_version"), "created": f.get("created"),
-              "finished": f.get("finished"), "cases": len(run.cases(s)),
-              "summary": " ".join(f"{k}={v}" for k, v in sorted((f.get("summary") or {}).items()))}
+    files = [{"suite": s, "version": f.suite_version, "created": f.created,
+              "finished": f.finished, "cases": len(run.cases(s)),
+              "summary": " ".join(f"{k}={v}" for k, v in sorted((f.summary or {}).items()))}
              for s, f in run.files.items()]
     return {"rows": rows, "summary": summary, "files": files}
 
@@ -265,6 +271,7 @@ def charts(run: Run) -> dict[str, Any]:
 
 
 def _timing(stats: object) -> dict[str, Any]:
+    """A case's kernel_us or wall_us as the tables show it."""
     if not isinstance(stats, dict):
         return {"median": None, "stats": None, "noisy": False, "rel": None, "reps": None}
     rel = num(stats.get("rel_std"))
@@ -273,7 +280,7 @@ def _timing(stats: object) -> dict[str, Any]:
 
 
 def _notes(run: Run) -> list[str]:
-    bench = run.files["benchmark"]
+    bench = run.files["benchmark"].extra
     notes = []
     phase = bench.get("compile_phase")
     if isinstance(phase, dict):
@@ -301,21 +308,22 @@ def _config_notes(run: Run) -> tuple[list[dict[str, Any]], dict[str, str]]:
     marks: dict[str, str] = {}
     for c in sorted(run.cases("benchmark"), key=shape_order):
         key = None
-        if "triton_tuned_at" in c:
-            value, erratum = corrected(run.errata, "benchmark", c, "triton_tuned_at")
+        tuning = c.measured.get("tilegym_tuning")
+        if "triton_tuned_at" in c.measured:
+            value, erratum = corrected(run.errata, "benchmark", c.as_dict(), "triton_tuned_at")
             text = f"Triton tuned at {value} tokens" if isinstance(value, int) else "Triton's tuning not recorded"
             if erratum:
-                text += f" (erratum {erratum.number}; the records say {c.get('triton_tuned_at')})"
+                text += f" (erratum {erratum.number}; the records say {c.measured.get('triton_tuned_at')})"
             key = ("triton", text)
-        elif isinstance(c.get("tilegym_tuning"), list) and c["tilegym_tuning"]:
-            sources = sorted({str(d.get("source")) for d in c["tilegym_tuning"] if isinstance(d, dict)})
+        elif isinstance(tuning, list) and tuning:
+            sources = sorted({str(d.get("source")) for d in tuning if isinstance(d, dict)})
             key = ("tilegym", "TileGym config: " + "; ".join(sources))
         if key is None:
             continue
         group = groups.setdefault(key, {"mark": "", "text": key[1], "cases": 0, "dstates": set()})
         group["cases"] += 1
-        group["dstates"].add((c.get("shape") or {}).get("dstate"))
-        marks[str(c["id"])] = key[1]
+        group["dstates"].add((c.shape or {}).get("dstate"))
+        marks[c.id] = key[1]
     notes = []
     for i, group in enumerate(groups.values()):
         group["mark"] = chr(ord("a") + i) if i < 26 else str(i)
@@ -330,11 +338,11 @@ def times(run: Run) -> dict[str, Any]:
         return {"ran": False}
     cases = run.cases("benchmark")
     if not any(kernel_median(c) for c in cases):
-        reasons = Counter(f"{c.get('status')}: {c.get('reason') or 'no reason given'}" for c in cases)
+        reasons = Counter(f"{c.status}: {c.reason or 'no reason given'}" for c in cases)
         return {"ran": True, "timed": False, "n": len(cases), "reasons": sorted(reasons.items(), key=lambda kv: -kv[1])}
     points = speedup_points(cases)
     sweep = _main_sweep(points)
-    impls = sorted({str(c["impl"]) for c in cases if not c.get("variant")}, key=impl_order)
+    impls = sorted({c.impl for c in cases if not c.variant}, key=impl_order)
     comparisons = [(i, b) for i, b in COMPARISONS if i in impls and b in impls]
     rows = []
     for key, point in sorted(points.items(), key=lambda kv: (kv[0][5] if isinstance(kv[0][5], int) else 0,
@@ -345,19 +353,20 @@ def times(run: Run) -> dict[str, Any]:
         cells = []
         for impl in impls:
             c = point.get(impl)
-            cells.append({"case": c, "status": (c or {}).get("status"), **_timing((c or {}).get("kernel_us"))})
+            cells.append({"case": _shown(c), "status": c.status if c else None,
+                          **_timing(c.measured.get("kernel_us") if c else None)})
         ratios = [speedup(point, i, b)[0] for i, b in comparisons]
         rows.append({"label": label, "headline": _is_headline(key), "cells": cells, "ratios": ratios})
     notes, marks = _config_notes(run)
     detail = []
     for c in sorted(cases, key=shape_order):
-        k, w = _timing(c.get("kernel_us")), _timing(c.get("wall_us"))
-        detail.append({"case": c, "kernel": k, "wall": w, "mark": marks.get(str(c["id"]), ""),
+        k, w = _timing(c.measured.get("kernel_us")), _timing(c.measured.get("wall_us"))
+        detail.append({"case": _shown(c), "kernel": k, "wall": w, "mark": marks.get(c.id, ""),
                        "compile_why": _why(c, "compile_s")})
     small = []
     for dstate in sorted({d for d, _ in sweep}):
         series = {impl: [(s, kernel_median(p[impl])) for (d, s), p in sweep.items()
-                         if d == dstate and impl in p and p[impl].get("status") == "pass"
+                         if d == dstate and impl in p and p[impl].status == "pass"
                          and kernel_median(p[impl]) is not None] for impl in impls}
         small.append(time_chart(f"dstate {dstate}", {i: v for i, v in series.items() if v},  # type: ignore[misc]
                                 IMPL_NAMES).svg())
@@ -378,13 +387,15 @@ def floor(run: Run) -> dict[str, Any]:
     rows = []
     for key, point in sorted(points.items(), key=lambda kv: (kv[0][5] if isinstance(kv[0][5], int) else 0,
                                                              order(kv[0]))):
-        floor_us = next((num(c.get("floor_us")) for c in point.values() if num(c.get("floor_us")) is not None), None)
+        floor_us = next((num(c.measured.get("floor_us")) for c in point.values()
+                         if num(c.measured.get("floor_us")) is not None), None)
         cells = []
         for impl in impls:
-            c = point.get(impl) or {}
-            med, fl = kernel_median(c), num(c.get("floor_us"))
-            share = fl / med if med and fl is not None and math.isfinite(fl) and c.get("status") == "pass" else None
-            cells.append({"share": share, "status": c.get("status"), "why": _why(c, "floor_us")})
+            c = point.get(impl)
+            med = kernel_median(c) if c else None
+            fl = num(c.measured.get("floor_us")) if c else None
+            share = fl / med if med and fl is not None and math.isfinite(fl) and c and c.status == "pass" else None
+            cells.append({"share": share, "status": c.status if c else None, "why": _why(c, "floor_us")})
         label = (f"n{key[5]} L{seqlen_label(key[1])}" if isinstance(key[1], int)
                  else shape_text(dict(zip(HEADLINE, key[:-1], strict=True))))
         rows.append({"label": label, "floor_us": floor_us, "cells": cells})
@@ -396,7 +407,7 @@ def floor(run: Run) -> dict[str, Any]:
 
 @dataclass
 class CaseGroups:
-    failed: list[Case] = field(default_factory=list)
+    failed: list[dict[str, Any]] = field(default_factory=list)  # cases as their files hold them (_shown)
     passed: list[dict[str, Any]] = field(default_factory=list)  # {"impl", "name", "cases"}
     skipped: Counter = field(default_factory=Counter)  # status -> n
     tolerances: list[tuple[int, str]] = field(default_factory=list)
@@ -409,7 +420,7 @@ def _plain(value: object) -> str:
 
 
 def _tolerance_refs(c: Case, notes: dict[str, int]) -> list[int]:
-    tol = c.get("tolerance")
+    tol = c.measured.get("tolerance")
     if not isinstance(tol, dict):
         return []
     refs = []
@@ -421,42 +432,45 @@ def _tolerance_refs(c: Case, notes: dict[str, int]) -> list[int]:
     return refs
 
 
-def group_cases(cases: list[Case]) -> CaseGroups:
+def group_cases(cases: list[Case], suites: list[str] | None = None) -> CaseGroups:
+    """``suites``: each case's suite, shown with it (a list of several suites' cases)."""
     groups = CaseGroups()
     notes: dict[str, int] = {}
-    passed: dict[str, list[Case]] = {}
-    for c in sorted(cases, key=lambda c: (impl_order(str(c["impl"])), str(c.get("id")))):
-        status = str(c.get("status"))
-        if status in ("not-run", "unsupported"):
-            groups.skipped[status] += 1
+    passed: dict[str, list[dict[str, Any]]] = {}
+    failed: list[tuple[Case, dict[str, Any]]] = []
+    shown = [c.as_dict() if suites is None else dict(c.as_dict(), suite=suites[i]) for i, c in enumerate(cases)]
+    for i in sorted(range(len(cases)), key=lambda i: (impl_order(cases[i].impl), cases[i].id)):
+        c = cases[i]
+        if c.status in ("not-run", "unsupported"):
+            groups.skipped[c.status] += 1
             continue
-        groups.refs[str(c["id"])] = _tolerance_refs(c, notes)
-        if status == "pass":
-            passed.setdefault(str(c["impl"]), []).append(c)
+        groups.refs[c.id] = _tolerance_refs(c, notes)
+        if c.status == "pass":
+            passed.setdefault(c.impl, []).append(shown[i])
         else:
-            groups.failed.append(c)
-    groups.failed.sort(key=lambda c: (STATUS_ORDER.index(str(c.get("status"))) if c.get("status") in STATUS_ORDER
-                                      else -1, impl_order(str(c["impl"])), str(c["id"])))
+            failed.append((c, shown[i]))
+    failed.sort(key=lambda cs: (STATUS_ORDER.index(cs[0].status) if cs[0].status in STATUS_ORDER else -1,
+                                impl_order(cs[0].impl), cs[0].id))
+    groups.failed = [case for _, case in failed]
     groups.passed = [{"impl": i, "name": impl_name(i), "cases": cs} for i, cs in passed.items()]
     groups.tolerances = [(n, text) for text, n in notes.items()]
     return groups
 
 
 def _grid(cases: list[Case]) -> dict[str, Any]:
-    regimes = sorted({str(c.get("regime")) for c in cases})
-    impls = sorted({str(c["impl"]) for c in cases}, key=impl_order)
+    regimes = sorted({str(c.regime) for c in cases})
+    impls = sorted({c.impl for c in cases}, key=impl_order)
     rows = []
     for regime in regimes:
         cells = []
         for impl in impls:
-            group = [c for c in cases if str(c.get("regime")) == regime and str(c["impl"]) == impl]
+            group = [c for c in cases if str(c.regime) == regime and c.impl == impl]
             if not group:
                 cells.append(None)
                 continue
-            worst = min((str(c.get("status")) for c in group),
-                        key=lambda s: STATUS_ORDER.index(s) if s in STATUS_ORDER else -1)
-            errs = [x for c in group if (x := num(c.get("y_rel_l2"))) is not None]
-            bad = sum(int(n) for c in group if (n := num(c.get("nonfinite"))) is not None and math.isfinite(n))
+            worst = min((c.status for c in group), key=lambda s: STATUS_ORDER.index(s) if s in STATUS_ORDER else -1)
+            errs = [x for c in group if (x := num(c.measured.get("y_rel_l2"))) is not None]
+            bad = sum(int(n) for c in group if (n := num(c.measured.get("nonfinite"))) is not None and math.isfinite(n))
             cells.append({"worst": worst, "n": len(group), "nonfinite": bad,
                           "err": max(errs, key=lambda x: (math.isnan(x), x)) if errs else None})
         rows.append({"regime": regime, "cells": cells})
@@ -478,9 +492,10 @@ def correctness(run: Run) -> dict[str, Any]:
 
 def checks(run: Run) -> dict[str, Any]:
     suites = [s for s in ("compile", "reference") if s in run.files]
-    cases = [dict(c, suite=s) for s in suites for c in run.cases(s)]
-    counts = {s: Counter(str(c.get("status")) for c in run.cases(s)) for s in suites}
-    return {"suites": suites, "counts": counts, "groups": group_cases(cases)}
+    cases = [c for s in suites for c in run.cases(s)]
+    counts = {s: Counter(c.status for c in run.cases(s)) for s in suites}
+    return {"suites": suites, "counts": counts,
+            "groups": group_cases(cases, [s for s in suites for _ in run.cases(s)])}
 
 
 # -- what did not run ------------------------------------------------------------------------------------------
@@ -492,9 +507,9 @@ def not_run(run: Run) -> dict[str, Any]:
     for suite in run.files:
         for c in run.cases(suite):
             total += 1
-            if c.get("status") in ("not-run", "unsupported"):
-                key = (suite, str(c["impl"]), str(c["status"]), str(c.get("reason") or "no reason given"))
-                groups.setdefault(key, []).append(str(c["id"]))
+            if c.status in ("not-run", "unsupported"):
+                key = (suite, c.impl, c.status, c.reason or "no reason given")
+                groups.setdefault(key, []).append(c.id)
     rows = [{"suite": s, "impl": i, "name": impl_name(i), "status": st, "reason": r, "ids": sorted(ids)}
             for (s, i, st, r), ids in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
     return {"missing": run.missing, "rows": rows, "skipped": sum(len(r["ids"]) for r in rows), "total": total}
@@ -504,15 +519,16 @@ def not_run(run: Run) -> dict[str, Any]:
 
 
 def ablation(run: Run) -> dict[str, Any]:
-    variants = [(s, c) for s in run.files for c in run.cases(s) if c.get("variant")]
+    variants = [(s, c) for s in run.files for c in run.cases(s) if c.variant]
     points = speedup_points(run.cases("benchmark"))
     rows = []
     for suite, c in sorted(variants, key=lambda sc: (shape_order(sc[1]), sc[0])):
-        key = tuple((c.get("shape") or {}).get(k) for k in HEADLINE) + (c.get("dtype"),)
+        key = tuple((c.shape or {}).get(k) for k in HEADLINE) + (c.dtype,)
         base = points.get(key, {}).get("triton")
         ratio, why = speedup({"triton": base, "v": c} if base else {}, "v")
-        rows.append({"suite": suite, "case": c, "kernel": _timing(c.get("kernel_us") if c.get("status") != "fail"
-                                                                  else None), "ratio": ratio, "why": why})
+        rows.append({"suite": suite, "case": _shown(c),
+                     "kernel": _timing(c.measured.get("kernel_us") if c.status != "fail" else None),
+                     "ratio": ratio, "why": why})
     return {"rows": rows}
 
 

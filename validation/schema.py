@@ -23,8 +23,8 @@ from types import MappingProxyType
 from typing import Any, Literal, get_args
 
 __all__ = ["CASE_FIELDS", "COMMIT_PATTERN", "HEADLINE", "KNOWN_SCHEMA_VERSIONS", "SCHEMA_VERSION", "SHAPE_KEYS",
-           "STATUSES", "SUITES", "SUITE_VERSION_PATTERN", "CaseRecord", "SchemaError", "Status", "check_results",
-           "jsonable", "load_results"]
+           "STATUSES", "SUITES", "SUITE_VERSION_PATTERN", "CaseRecord", "ResultsDoc", "SchemaError", "Status",
+           "check_results", "jsonable", "load_results"]
 
 SCHEMA_VERSION = 1
 KNOWN_SCHEMA_VERSIONS = (1,)
@@ -279,8 +279,11 @@ class CaseRecord:
         return {key: value(key) for key in keys}
 
     @classmethod
-    def from_dict(cls, case: Mapping[str, Any]) -> CaseRecord:
-        """A case as a results file (or a child process's line) holds it; its keys keep their order."""
+    def from_dict(cls, case: Mapping[str, Any], path: Path | str | None = None, where: str = "case") -> CaseRecord:
+        """A case as a results file (or a child process's line) holds it; its keys keep their order. ``path`` and
+        ``where`` (``cases[3]``): the file and the place a refusal names, as :func:`load_results` names them."""
+        if path is not None:
+            _Checker(path).case(where, jsonable(case))
         if not isinstance(case, Mapping):
             raise _Checker("CaseRecord").fail("case", "an object", case)
         own = {"id": None, "impl": None, "status": None, **{k: v for k, v in case.items() if k in CASE_FIELDS}}
@@ -350,8 +353,43 @@ def check_results(payload: object, path: Path | str, suite: str | None = None) -
     return data
 
 
-def load_results(path: Path, suite: str | None = None) -> tuple[dict[str, Any], bytes]:
-    """Read and check one results file: (its payload, its bytes); :class:`SchemaError` when it does not fit."""
+# The top-level fields every results file has (ResultsFile writes them); the rest is the suite's own.
+_HEADER = ("schema_version", "suite", "suite_version", "created", "finished", "environment", "summary", "notes",
+           "cases")
+
+
+@dataclass(frozen=True)
+class ResultsDoc:
+    """A results file as a reader gets it from :func:`load_results`, checked: its header typed, its cases
+    :class:`CaseRecord` s, and the suite's own top-level fields (the benchmark's ceilings, published_ratios,
+    compile_phase, triton_tuning, tilegym_tuning, ...; interrupted, partial) in ``extra`` as the file has them."""
+
+    schema_version: int
+    suite: str
+    created: str
+    environment: dict[str, Any]  # {} when the file records none
+    cases: tuple[CaseRecord, ...]
+    suite_version: str | None = None  # None: the environment's suite_version says it
+    finished: str | None = None
+    summary: dict[str, int] | None = None
+    notes: tuple[str, ...] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_payload(cls, payload: object, path: Path | str, suite: str | None = None) -> ResultsDoc:
+        """A parsed results file, checked by :func:`check_results` (:class:`SchemaError` when it does not fit)."""
+        data = check_results(payload, path, suite)
+        notes = data.get("notes")
+        return cls(schema_version=data["schema_version"], suite=data["suite"], created=data["created"],
+                   environment=data.get("environment") or {},
+                   cases=tuple(CaseRecord.from_dict(c) for c in data["cases"]),  # each checked above, named
+                   suite_version=data.get("suite_version"), finished=data.get("finished"),
+                   summary=data.get("summary"), notes=tuple(notes) if notes is not None else None,
+                   extra={k: v for k, v in data.items() if k not in _HEADER})
+
+
+def load_results(path: Path, suite: str | None = None) -> tuple[ResultsDoc, bytes]:
+    """Read and check one results file: (it, typed; its bytes); :class:`SchemaError` when it does not fit."""
     try:
         data = path.read_bytes()
     except OSError as err:
@@ -362,4 +400,4 @@ def load_results(path: Path, suite: str | None = None) -> tuple[dict[str, Any], 
         raise SchemaError(f"{path}: not valid JSON ({err})") from None
     except ValueError as err:  # e.g. an integer literal past Python's digit limit
         raise SchemaError(f"{path}: not usable JSON ({err})") from None
-    return check_results(payload, path, suite), data
+    return ResultsDoc.from_payload(payload, path, suite), data

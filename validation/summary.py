@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from validation.results import SCHEMA_VERSION, STATUSES, SUITES
+from validation.schema import CaseRecord, SchemaError
 
 __all__ = ["FAILED", "OURS", "PEERS", "BadResults", "SuiteFile", "describe", "judge_run", "load_file", "load_run",
            "main"]
@@ -51,7 +52,7 @@ class SuiteFile:
     suite: str
     path: Path
     partial: bool
-    cases: list[dict[str, object]]
+    cases: list[CaseRecord]
 
     @property
     def label(self) -> str:
@@ -63,7 +64,8 @@ def is_ours(impl: str) -> bool:
 
 
 def load_file(path: Path, *, partial: bool = False) -> SuiteFile:
-    """One results file, checked against the contract: its name is its suite, every case has a known status."""
+    """One results file, checked against the contract: its name is its suite, every case has a known status and
+    reads as a :class:`~validation.schema.CaseRecord` (the contract's check of a case)."""
     try:
         payload = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
@@ -81,7 +83,11 @@ def load_file(path: Path, *, partial: bool = False) -> SuiteFile:
     for case in cases:
         if case["status"] not in STATUSES:
             raise BadResults(f"{path}: case {case['id']} has status {case['status']!r}, not one of {STATUSES}")
-    return SuiteFile(suite, path, partial, cases)
+    try:
+        records = [CaseRecord.from_dict(case, path, f"cases[{i}]") for i, case in enumerate(cases)]
+    except SchemaError as err:
+        raise BadResults(str(err)) from None
+    return SuiteFile(suite, path, partial, records)
 
 
 def load_run(run_dir: Path) -> list[SuiteFile]:
@@ -93,10 +99,10 @@ def load_run(run_dir: Path) -> list[SuiteFile]:
     return sorted(files, key=lambda f: (SUITES.index(f.suite), f.partial))
 
 
-def _counts(cases: list[dict[str, object]]) -> dict[str, Counter[str]]:
+def _counts(cases: list[CaseRecord]) -> dict[str, Counter[str]]:
     by_impl: dict[str, Counter[str]] = {}
     for case in cases:
-        by_impl.setdefault(str(case["impl"]), Counter())[str(case["status"])] += 1
+        by_impl.setdefault(case.impl, Counter())[case.status] += 1
     return by_impl
 
 
@@ -123,11 +129,11 @@ def describe(path: Path) -> str:
     return "\n".join([f"{suite_file.label} results: {path}", *("  " + line for line in _table(rows))])
 
 
-def _one_line(case: dict[str, object], suite_file: SuiteFile) -> str:
-    reason = " ".join(str(case.get("reason") or "(no reason recorded)").split())
+def _one_line(case: CaseRecord, suite_file: SuiteFile) -> str:
+    reason = " ".join((case.reason or "(no reason recorded)").split())
     if len(reason) > 400:
         reason = reason[:400] + " ... (the whole reason is in the file)"
-    return f"  {suite_file.label}  {case['impl']}  {case['id']}  {case['status']}: {reason}"
+    return f"  {suite_file.label}  {case.impl}  {case.id}  {case.status}: {reason}"
 
 
 @dataclass(frozen=True)
@@ -146,8 +152,8 @@ def judge_run(files: list[SuiteFile], expect: tuple[str, ...] = SUITES) -> Verdi
     failures, findings = [], []
     for suite_file in files:
         for case in suite_file.cases:
-            if case["status"] in FAILED:
-                (failures if is_ours(str(case["impl"])) else findings).append(_one_line(case, suite_file))
+            if case.status in FAILED:
+                (failures if is_ours(case.impl) else findings).append(_one_line(case, suite_file))
     done = {f.suite for f in files if not f.partial}
     return Verdict(failures, findings, [s for s in expect if s not in done])
 

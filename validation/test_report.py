@@ -28,6 +28,7 @@ from reports.runs import load_run
 from reports.sections import SECTIONS
 from validation.browser import REQUIRE_ENV, find_browser
 from validation.results import write_json_atomic
+from validation.schema import CaseRecord
 
 WIDTH, FIRST_SCREEN = 1400, 1000  # a reviewer's window; the verdict must be within its first screen
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -166,7 +167,7 @@ def _render(run_dir: Path, out: Path) -> str:
     return render.render_run(run_dir, out).read_text()
 
 
-def _all_cases(run_dir: Path) -> list[tuple[str, dict[str, object]]]:
+def _all_cases(run_dir: Path) -> list[tuple[str, CaseRecord]]:
     run = load_run(run_dir)
     return [(s, c) for s in run.files for c in run.cases(s)]
 
@@ -190,7 +191,7 @@ def test_sections_present_in_order(run_dir: Path, tmp_path: Path) -> None:
 def test_every_case_id_appears_escaped(run_dir: Path, tmp_path: Path) -> None:
     page = _render(run_dir, tmp_path / "out")
     for suite, case in _all_cases(run_dir):
-        assert html.escape(str(case["id"])) in page, f"{suite} case {case['id']} is not in the report"
+        assert html.escape(case.id) in page, f"{suite} case {case.id} is not in the report"
     assert "<b>bold</b>" not in page and "<script>alert" not in page, "text from a results file was not escaped"
 
 
@@ -198,9 +199,9 @@ def test_not_run_lists_missing_suites_and_cases(run_dir: Path, tmp_path: Path) -
     section = _section(_render(run_dir, tmp_path / "out"), "not-run")
     assert "reference" in section and "did not run" in section, "the missing reference suite is not listed"
     for _, case in _all_cases(run_dir):
-        if case["status"] in ("not-run", "unsupported"):
-            assert html.escape(str(case["id"])) in section, f"{case['id']} ({case['status']}) is not listed"
-            assert html.escape(str(case["reason"])) in section, f"{case['id']}: its reason is not shown"
+        if case.status in ("not-run", "unsupported"):
+            assert html.escape(case.id) in section, f"{case.id} ({case.status}) is not listed"
+            assert html.escape(str(case.reason)) in section, f"{case.id}: its reason is not shown"
 
 
 def test_failed_gate_shows_failure_not_speedup(run_dir: Path, tmp_path: Path) -> None:

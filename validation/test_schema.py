@@ -13,7 +13,7 @@ import pytest
 from reference import ProblemSpec
 from validation.provenance import ROOT
 from validation.results import ResultsFile
-from validation.schema import CASE_FIELDS, CaseRecord, SchemaError, load_results
+from validation.schema import CASE_FIELDS, CaseRecord, ResultsDoc, SchemaError, load_results
 
 PUBLISHED = sorted((ROOT / "reports" / "published").glob("*/raw/*.json"))
 
@@ -49,7 +49,7 @@ def test_a_built_record_writes_the_published_case(suite: str, tmp_path: Path) ->
         assert record.as_dict() == case and record == CaseRecord.from_dict(case)
         results.add(record)
     written, _ = load_results(results.write(), suite)
-    assert written["cases"] == cases
+    assert [c.as_dict() for c in written.cases] == cases
 
 
 def test_a_writer_cannot_add_a_dict(tmp_path: Path) -> None:
@@ -108,7 +108,7 @@ def test_a_record_is_frozen_and_nan_is_written_as_its_string(tmp_path: Path) -> 
     assert later.measured["precompile_s"] == 1.5 and "precompile_s" not in record.measured
     results = ResultsFile("correctness", directory=tmp_path)
     results.add(later)
-    case = load_results(results.write(), "correctness")[0]["cases"][0]
+    case = load_results(results.write(), "correctness")[0].cases[0].as_dict()
     assert case["y_rel_l2"] == "nan" and case["precompile_s"] == 1.5 and case["shape"] == {"batch": 1, "seqlen": 7}
 
 
@@ -138,3 +138,28 @@ def test_the_matrix_builds_its_cases_as_before() -> None:
         "id": task.case_id, "impl": "triton", "shape": spec.shape_dict(), "dtype": spec.dtype,
         "regime": spec.regime, "seed": spec.seed, "tag": "t", "with_D": spec.with_D,
         "with_initial_state": spec.with_initial_state, "status": "not-run", "reason": stop.reason}
+
+
+def test_a_reader_gets_the_file_typed() -> None:
+    """load_results, which the report, its comparison and the README's table go through: the header typed, the
+    cases CaseRecords, the suite's own top-level fields in extra, each as the file has it."""
+    path = next(p for p in reversed(PUBLISHED) if p.stem == "benchmark")
+    payload = json.loads(path.read_text())
+    doc, data = load_results(path, "benchmark")
+    assert isinstance(doc, ResultsDoc) and data == path.read_bytes()
+    assert (doc.schema_version, doc.suite, doc.created, doc.finished, doc.suite_version) == (
+        payload["schema_version"], "benchmark", payload["created"], payload.get("finished"),
+        payload.get("suite_version"))
+    assert doc.environment == payload["environment"] and doc.summary == payload.get("summary")
+    assert [c.as_dict() for c in doc.cases] == payload["cases"]
+    assert all(isinstance(c, CaseRecord) for c in doc.cases)
+    assert doc.extra == {k: v for k, v in payload.items() if k not in (
+        "schema_version", "suite", "suite_version", "created", "finished", "environment", "summary", "notes",
+        "cases")}
+    assert "published_ratios" in doc.extra
+
+
+def test_a_case_read_from_a_file_is_refused_naming_the_file(tmp_path: Path) -> None:
+    with pytest.raises(SchemaError) as refused:
+        CaseRecord.from_dict({"id": "a", "impl": "cutile", "status": "crashed"}, tmp_path / "x.json", "cases[4]")
+    assert str(refused.value) == f"{tmp_path / 'x.json'}: cases[4] (a).reason: expected a non-empty string, got None"

@@ -94,7 +94,13 @@ def test_a_run_directory_that_is_not_there_is_refused_in_one_line(tmp_path, caps
 @pytest.mark.parametrize("text,says", [("{not json", "not a readable JSON file"),
                                        ('{"schema_version": 99, "suite": "compile", "cases": []}', "schema_version"),
                                        (f'{{"schema_version": {SCHEMA_VERSION}, "suite": "compile", "cases": '
-                                        '[{"id": "a", "impl": "cutile", "status": "ok"}]}', "status 'ok'")])
+                                        '[{"id": "a", "impl": "cutile", "status": "ok"}]}', "status 'ok'"),
+                                       (f'{{"schema_version": {SCHEMA_VERSION}, "suite": "compile", "cases": '
+                                        '[{"id": "a", "impl": "cutile", "status": "fail"}]}',
+                                        "compile.json: cases[0] (a).reason: expected a non-empty string, got None"),
+                                       (f'{{"schema_version": {SCHEMA_VERSION}, "suite": "compile", "cases": '
+                                        '[{"id": "a", "impl": "cutile", "status": "pass", "seed": -1}]}',
+                                        "compile.json: cases[0] (a).seed: expected an integer >= 0, got -1")])
 def test_a_file_that_is_not_a_results_file_is_refused_in_one_line(tmp_path, capsys, text: str, says: str) -> None:
     run = _run(tmp_path, PASSING_SUITES)
     (run / "raw" / "compile.json").unlink()
