@@ -20,7 +20,9 @@ Every finished case is checkpointed to ``<run_dir>/partial/<suite>.json`` as it 
 to the parent are forwarded to its children (which stop at once); no new child starts, every case that did
 not finish is recorded ``not-run`` with the reason ``interrupted``, the results file is written, and the
 parent stops (KeyboardInterrupt under pytest, exit 128 + the signal's number on the command line). No
-child outlives it: one that ignores the signal is killed after ``KILL_AFTER_S``.
+child outlives it: one that ignores the signal is killed after ``validation.isolated.KILL_AFTER_S``. The children
+and the signal handling are ``validation.isolated``'s, shared with every other part of the suite that starts
+processes.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ import torch
 from reference import ProblemSpec
 from reference.checks import DomainError
 from reference.regimes import OUTSIDE_MAMBA
+from validation import isolated
 from validation.gpu import (
     HAS_CUDA,
     RECURRENT_MAX_SEQLEN,
@@ -54,13 +57,14 @@ from validation.gpu import (
     processes_at_once,
     visible_gpus,
 )
+from validation.isolated import Stop
 from validation.registry import IMPLS
 from validation.results import ResultsFile, RunDirError
 from validation.schema import CaseRecord, Status
 from validation.summary import describe
 from validation.triton_interpreter import INTERPRETER_ENV, cpu_device_shim
 
-__all__ = ["DEFAULT_IMPLS", "Stop", "Task", "correctness_cases", "run_matrix", "stability_cases", "why_not"]
+__all__ = ["DEFAULT_IMPLS", "Task", "correctness_cases", "run_matrix", "stability_cases", "why_not"]
 
 DEFAULT_IMPLS = ("cutile", "triton", "tilegym", "reference-chunked")
 SUITE_IMPLS = {suite: (*DEFAULT_IMPLS, "triton-interpreter") for suite in ("correctness", "stability")}
@@ -215,18 +219,8 @@ def _run_task(task: Task, cache: dict) -> dict[str, object]:
                    oracle=cache["oracle"], **measured).as_dict()
 
 
-def _die_with_parent() -> None:
-    """Linux: the kernel sends this process SIGTERM when the parent that started it dies (even by SIGKILL)."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
 def _child(tasks_path: Path, out_path: Path) -> int:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C (or the parent's forward) stops the child at once
-    _die_with_parent()
+    """A child's work (started through ``validation.isolated.popen``, which sets its signals up)."""
     tasks = [Task(t["case_id"], t["tag"], ProblemSpec(**t["spec"]), t["impl"])
              for t in json.loads(tasks_path.read_text())]
     cache: dict = {}
@@ -243,66 +237,6 @@ def _child(tasks_path: Path, out_path: Path) -> int:
 
 
 # --- the parent -----------------------------------------------------------------------------------
-
-KILL_AFTER_S = 10.0  # after a forwarded signal, a child still running this long later is killed
-
-
-class Stop:
-    """What the lanes share about stopping: the signal that arrived (None while running) and the children alive
-    now, to forward it to. :meth:`handling` installs the handler for SIGINT and SIGTERM in the main thread."""
-
-    def __init__(self) -> None:
-        self.signum: int | None = None
-        self.children: set[subprocess.Popen] = set()
-        self._lock = threading.Lock()
-
-    @property
-    def reason(self) -> str:
-        return f"interrupted: {signal.Signals(self.signum).name} arrived before this case finished"
-
-    def add(self, child: subprocess.Popen) -> None:
-        with self._lock:
-            self.children.add(child)
-        if self.signum is not None:  # it came while this child was starting
-            self._send(child, self.signum)
-
-    def discard(self, child: subprocess.Popen) -> None:
-        with self._lock:
-            self.children.discard(child)
-
-    @staticmethod
-    def _send(child: subprocess.Popen, signum: int) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            child.send_signal(signum)
-
-    def _alive(self) -> list[subprocess.Popen]:
-        with self._lock:
-            return [c for c in self.children if c.poll() is None]
-
-    def __call__(self, signum: int, frame: object = None) -> None:
-        """The signal handler: remember the signal, forward it, and kill what still runs after KILL_AFTER_S."""
-        first = self.signum is None
-        self.signum = signum
-        for child in list(self.children):
-            self._send(child, signum)
-        if first:
-            timer = threading.Timer(KILL_AFTER_S, lambda: [self._send(c, signal.SIGKILL) for c in self._alive()])
-            timer.daemon = True
-            timer.start()
-
-    @contextlib.contextmanager
-    def handling(self):
-        """SIGINT and SIGTERM call this object while inside (main thread only; elsewhere nothing changes)."""
-        if threading.current_thread() is not threading.main_thread():
-            yield self
-            return
-        previous = {sig: signal.signal(sig, self) for sig in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            yield self
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-
 
 def _interrupted(task: Task, stop: Stop) -> CaseRecord:
     return _record(task, "not-run", stop.reason)
@@ -355,10 +289,8 @@ def _run_in_children(tasks: list[Task], log, env: dict[str, str] | None = None, 
             tasks_path.write_text(json.dumps([{"case_id": t.case_id, "tag": t.tag, "spec": t.spec.as_dict(),
                                                "impl": t.impl} for t in remaining]))
             out_path.write_text("")
-            child = subprocess.Popen([sys.executable, "-m", "validation.matrix", "--child", str(tasks_path),
-                                      str(out_path)], stderr=subprocess.PIPE, text=True,
-                                     env={**os.environ, **(env or {})})
-            stop.add(child)
+            child = isolated.popen("validation.matrix", "--child", str(tasks_path), str(out_path), stop=stop,
+                                   env=env, stderr=subprocess.PIPE, text=True)
             progress, finished = _Progress(out_path), 0
             try:
                 last_words: deque[str] = deque(maxlen=8)

@@ -89,6 +89,32 @@ def test_compile_phase_runs_every_first_call_in_processes_at_once() -> None:
     assert lines[0] == "compile phase: 3 first calls in 2 processes" and lines[-1].startswith("compile phase: 3 of 3")
 
 
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_a_signal_stops_the_compile_phase_and_its_processes(signame: str) -> None:
+    """SIGTERM or SIGINT to the benchmark while it compiles: the phase stops its processes and raises Interrupted
+    (which the benchmark records as every point not reached), instead of compiling on."""
+    import multiprocessing
+    import signal
+
+    from validation import isolated
+
+    specs = [ProblemSpec(batch=1, seqlen=32 + 16 * i, nheads=2, headdim=16, ngroups=1, dstate=16, chunk_size=16,
+                         dtype="fp32", regime="typical", seed=0) for i in range(40)]
+    lines: list[str] = []
+
+    def log(line: str) -> None:
+        lines.append(line)
+        if line.startswith("[compile 1/"):
+            os.kill(os.getpid(), getattr(signal, signame))
+
+    with pytest.raises(isolated.Interrupted, match=f"^interrupted: {signame}$") as stopped:
+        precompile.first_calls(specs, ["reference-chunked"], jobs=2, tuning="cached", log=log, gpus=[])
+    assert stopped.value.signame == signame
+    assert not any(line.startswith("[compile 40/") for line in lines), "the phase compiled on after the signal"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, "the phase left its handler installed"
+    assert not multiprocessing.active_children(), "a compile process outlived the stopped phase"
+
+
 def test_compile_phase_processes_take_the_gpus_in_turn(monkeypatch: pytest.MonkeyPatch) -> None:
     import multiprocessing
 
@@ -174,3 +200,31 @@ def test_a_run_directory_holding_a_benchmark_file_is_refused_before_any_point(tm
     assert run.main(["--seqlen", "1024", "--dstate", "64"]) == 2
     assert "benchmark.json" in capsys.readouterr().err
     assert (tmp_path / "raw" / "benchmark.json").read_text() == "{}"
+
+
+def test_a_benchmark_stopped_while_it_compiles_writes_every_point_as_not_reached(tmp_path, monkeypatch) -> None:
+    """A signal during the compile phase (before any point is timed): the results file is written, every point
+    not-run with the reason, the signal named, and the exit status 128 + its number (no traceback, nothing lost)."""
+    import signal
+
+    from validation import isolated
+    from validation.bench import run
+
+    def stopped(*args: object, **kwargs: object) -> dict[str, object]:
+        raise isolated.Interrupted("interrupted: SIGTERM", "SIGTERM")
+
+    monkeypatch.setenv("SSD_RUN_DIR", str(tmp_path))
+    monkeypatch.setattr(run, "HAS_CUDA", True)  # the GPU path, stopped before it touches a GPU
+    monkeypatch.setattr(run.precompile, "first_calls", stopped)
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}  # main() installs its own
+    try:
+        code = run.main(["--seqlen", "1024", "2048", "--dstate", "64", "--impl", "cutile", "triton",
+                         "--cutile-variants"])
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    assert code == 128 + signal.SIGTERM
+    data = json.loads((tmp_path / "raw" / "benchmark.json").read_text())
+    assert data["interrupted"] == "SIGTERM"
+    assert [(c["status"], c["reason"]) for c in data["cases"]] == [("not-run", "not reached: interrupted: SIGTERM")] * 4
+    assert not (tmp_path / "partial").exists()

@@ -9,13 +9,14 @@ GIL), all started at once per session, and each test reads its own result.
 import glob
 import importlib.util
 import inspect
-import multiprocessing
 import os
 import subprocess
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
+
+from validation import isolated
 
 pytestmark = pytest.mark.compile
 
@@ -66,16 +67,12 @@ def cubins(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str, str
     out = tmp_path_factory.mktemp("cubins")
     # Workers start with the disk cache off, so that every export runs the compiler instead of
     # returning a cubin cached by an earlier run (cuda.tile reads this variable on import).
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("CUDA_TILE_CACHE_DIR", "off")
-        pool = ProcessPoolExecutor(max_workers=os.cpu_count() or 2, mp_context=multiprocessing.get_context("spawn"))
+    with isolated.Pool(os.cpu_count() or 2, env={"CUDA_TILE_CACHE_DIR": "off"}) as pool:
         futures = {}
         for arch, spec, kernel_name in _CASES:
             path = out / f"{arch}-{spec.name}-{kernel_name}.cubin"
             futures[(arch, spec.name, kernel_name)] = pool.submit(_export, arch, spec, kernel_name, path)
-        # Spawned workers copy the environment when they start, which is on the first submit.
-    yield futures
-    pool.shutdown(wait=True, cancel_futures=True)
+        yield futures
 
 
 @pytest.mark.parametrize("case", _CASES, ids=[_case_id(c) for c in _CASES])

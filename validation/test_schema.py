@@ -128,11 +128,11 @@ def test_the_benchmark_builds_its_not_run_cases_as_before() -> None:
 
 
 def test_the_matrix_builds_its_cases_as_before() -> None:
-    from validation import matrix
+    from validation import isolated, matrix
 
     spec = ProblemSpec(**{**matrix.BASE, "seqlen": 40})
     task = matrix.Task(spec.case_id("triton", "t"), "t", spec, "triton")
-    stop = matrix.Stop()
+    stop = isolated.Stop()
     stop.signum = 15
     assert matrix._interrupted(task, stop).as_dict() == {
         "id": task.case_id, "impl": "triton", "shape": spec.shape_dict(), "dtype": spec.dtype,

@@ -22,6 +22,7 @@ import torch
 
 from kernels.triton import ssd_fwd_triton
 from reference import ProblemSpec
+from validation import isolated
 from validation.tolerances import tolerance_for
 from validation.triton_interpreter import INTERPRETER_ENV
 
@@ -69,11 +70,16 @@ def run_in_interpreter(cases: dict[str, ProblemSpec], workdir: Path) -> dict[str
     cases_path.write_text(json.dumps([{"id": k, "spec": s.as_dict()} for k, s in cases.items()]))
     pythonpath = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
     env = {**os.environ, **INTERPRETER_ENV, "PYTHONPATH": pythonpath}
-    child = subprocess.run(
-        [sys.executable, "-m", "validation.triton_interpreter", str(cases_path), str(records_path)],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, check=False)
+    child = isolated.popen("validation.triton_interpreter", str(cases_path), str(records_path), cwd=REPO, env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _, stderr = child.communicate(timeout=CHILD_TIMEOUT_S)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
     assert child.returncode == 0, (
-        f"the interpreter child process exited with {child.returncode}; its stderr ends:\n{child.stderr[-4000:]}")
+        f"the interpreter child process exited with {child.returncode}; its stderr ends:\n{stderr[-4000:]}")
     return {r["id"]: r for r in json.loads(records_path.read_text())}
 
 

@@ -6,8 +6,11 @@ that runs in parallel, while the timed loop is serial on the GPU. So before the 
 spawned processes make the first call of every case, which fills cuTile's and Triton's disk caches; the
 timed process then loads those kernels from disk.
 
-The processes spread over every visible GPU (``validation.gpu.visible_gpus``): process i takes GPU
-i mod their number, alone, before CUDA starts in it. The timed loop stays on one GPU, one process.
+The processes are a ``validation.isolated.Pool``: a process that dies costs the cases it was running (new
+processes take the rest), and SIGINT or SIGTERM stops them all and raises ``Interrupted``, which the benchmark
+records as every point not reached. They spread over every visible GPU (``validation.gpu.visible_gpus``):
+process i takes GPU i mod their number, alone, before CUDA starts in it. The timed loop stays on one GPU, one
+process.
 
 Nothing measured comes from here. Triton's autotuner still picks its configs in the timed process (this
 phase does not persist autotune choices), TileGym runs its stored choice or its first config (``tune``
@@ -25,13 +28,13 @@ import os
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import replace
 
 import torch
 
 from reference import ProblemSpec
+from validation import isolated
 from validation.bench import tilegym_tuning
 from validation.bench.flops import cost
 from validation.bench.timing import first_call_s
@@ -119,9 +122,10 @@ def first_calls(specs: Sequence[ProblemSpec], impls: Sequence[str], *, jobs: int
     spread = f" over {len(gpus)} GPUs" if len(gpus) > 1 else ""
     log(f"compile phase: {total} first calls in {jobs} processes{spread}")
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_take_gpu,
-                             initargs=(gpus, context.Value("i", 0))) as pool:
-        while pending or running:
+    stop = isolated.Stop()
+    with stop.handling(), isolated.Pool(jobs, initializer=_take_gpu, initargs=(gpus, context.Value("i", 0)),
+                                        stop=stop) as pool:
+        while (pending or running) and stop.signum is None:
             while pending and len(running) < jobs:
                 spec, impl = pending[0]
                 held = memory_estimate(spec)
@@ -140,14 +144,12 @@ def first_calls(specs: Sequence[ProblemSpec], impls: Sequence[str], *, jobs: int
                     seconds[case_id] = future.result()
                     log(f"[compile {done}/{total} {time.perf_counter() - start:5.0f}s] l={spec.seqlen:<7} "
                         f"n={spec.dstate:<4} {impl:<8} first call {seconds[case_id]:.1f} s")
-                else:
+                elif stop.signum is None:
                     failed[case_id] = f"{type(error).__name__}: {error}"[:300]
                     log(f"[compile {done}/{total}] {case_id}: {failed[case_id]} (the timed loop calls it again "
                         "and records what happens)")
-                if isinstance(error, BrokenProcessPool) and pending:
-                    log(f"compile phase: a process died; the {len(pending)} cases not started compile in the "
-                        "timed loop")
-                    pending.clear()
+    # A signal: the workers were stopped with it, and the caller records every case as not reached.
+    stop.raise_if_stopped()
     wall = time.perf_counter() - start
     log(f"compile phase: {len(seconds)} of {total} first calls in {wall:.0f} s")
     return {"jobs": jobs, "gpus": len(gpus), "wall_s": wall, "first_calls": len(seconds), "of": total,

@@ -28,6 +28,7 @@ import torch
 from kernels.cutile.tuning import VARIANTS
 from reference import ProblemSpec, ssd_chunked
 from reference.checks import check_domain, domain_checked
+from validation import isolated
 from validation.bench import precompile, tilegym_tuning
 from validation.bench.flops import cost, floor_us
 from validation.bench.published import PUBLISHED_B300
@@ -230,7 +231,8 @@ def _point(text: str) -> tuple[int, int]:
 
 
 def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
+    name = signal.Signals(signum).name
+    raise isolated.Interrupted(f"interrupted: {name}", name)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -283,22 +285,25 @@ def main(argv: list[str] | None = None) -> int:
         print(describe(results.write(**extra)), flush=True)
         return 0
     # A run stopped from outside (SIGTERM, Ctrl-C) still writes what it measured; the rest is not-run.
-    signal.signal(signal.SIGTERM, _interrupt)
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _interrupt)
     precompiled: dict[str, float] = {}
-    if args.compile_jobs:
-        phase = precompile.first_calls(specs, args.impl, jobs=args.compile_jobs, tuning=args.tilegym_tuning,
-                                       log=_progress)
-        precompiled = phase.pop("seconds")
-        extra["compile_phase"] = {**phase, "what": COMPILE_PHASE}
-    ceilings = measure_ceilings(torch.device("cuda"))
-    _progress(f"benchmark: copy {ceilings['copy_bandwidth_gbs']:.0f} GB/s, bf16 matmul "
-              f"{ceilings['bf16_matmul_tflops']:.0f} TFLOP/s; {len(specs)} points x {len(args.impl)} implementations")
-    _progress(f"benchmark: the points measured so far are kept in {results.partial_path} until the run ends")
-    start = time.perf_counter()
+    ceilings: dict[str, float] | None = None
     done = 0
     tuning = tilegym_tuning.use(args.tilegym_tuning) if "tilegym" in args.impl else contextlib.nullcontext()
     with tuning:
         try:
+            if args.compile_jobs:
+                phase = precompile.first_calls(specs, args.impl, jobs=args.compile_jobs, tuning=args.tilegym_tuning,
+                                               log=_progress)
+                precompiled = phase.pop("seconds")
+                extra["compile_phase"] = {**phase, "what": COMPILE_PHASE}
+            ceilings = measure_ceilings(torch.device("cuda"))
+            _progress(f"benchmark: copy {ceilings['copy_bandwidth_gbs']:.0f} GB/s, bf16 matmul "
+                      f"{ceilings['bf16_matmul_tflops']:.0f} TFLOP/s; {len(specs)} points x {len(args.impl)} "
+                      "implementations")
+            _progress(f"benchmark: the points measured so far are kept in {results.partial_path} until the run ends")
+            start = time.perf_counter()
             if "triton" in args.impl and args.triton_tuning == "headline":
                 extra["triton_tuning"]["tuned_s"] = tune_triton_at_headline(sorted({s.dstate for s in specs}),
                                                                             torch.device("cuda"))
@@ -321,11 +326,15 @@ def main(argv: list[str] | None = None) -> int:
             for spec in specs[done:]:
                 for name in args.impl:
                     results.add(_not_run(spec, name, f"not reached: {why}"))
+            if isinstance(stop, isolated.Interrupted):
+                extra["interrupted"] = stop.signame
     path = results.write(ceilings=ceilings, **extra)
     # The same numbers as a pytest-benchmark file, beside raw/, for `pytest-benchmark compare`.
     pb = write_json_atomic(path.parent.parent / "pytest-benchmark.json", convert(json.loads(path.read_text())))
     print(describe(path), flush=True)
     _progress(f"benchmark: and the same as a pytest-benchmark file, {pb}")
+    if "interrupted" in extra:  # stopped by a signal: the shell's convention, 128 + its number
+        return 128 + signal.Signals[extra["interrupted"]].value
     return exit_code([c.as_dict() for c in results.cases])
 
 

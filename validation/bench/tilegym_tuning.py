@@ -269,25 +269,26 @@ def warm(shapes: Sequence[tuple[int, int]] = WARM_SHAPES, *, jobs: int) -> int:
 
     Compiling (~110 configs a shape, one tileiras call each) is most of TileGym's autotune; the
     processes fill cuTile's disk cache, so a ``tune`` run that follows only times. Each process takes
-    every ``jobs``-th config of each kernel; GPUs are shared round-robin. Returns the failed processes.
+    every ``jobs``-th config of each kernel; GPUs are shared round-robin. Returns the failed processes. The
+    processes are ``validation.isolated``'s: SIGINT or SIGTERM stops them all, then raises ``Interrupted``.
     """
-    import subprocess
-
     import torch
+
+    from validation import isolated
 
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     devices = visible.split(",") if visible else [str(i) for i in range(max(torch.cuda.device_count(), 1))]
     gpus = len(devices)
     start = time.perf_counter()
-    procs = []
-    for i in range(jobs):
-        env = {**os.environ, "CUDA_VISIBLE_DEVICES": devices[i % gpus]}
-        shape_args = [f"{seqlen}x{dstate}" for seqlen, dstate in shapes]
-        procs.append(subprocess.Popen([sys.executable, "-m", "validation.bench.tilegym_tuning", "warm-one",
-                                       str(i), str(jobs), *shape_args], env=env))
-    failed = sum(proc.wait() != 0 for proc in procs)
+    shape_args = [f"{seqlen}x{dstate}" for seqlen, dstate in shapes]
+    stop = isolated.Stop()
+    with stop.handling():
+        procs = [isolated.popen("validation.bench.tilegym_tuning", "warm-one", str(i), str(jobs), *shape_args,
+                                stop=stop, env={"CUDA_VISIBLE_DEVICES": devices[i % gpus]}) for i in range(jobs)]
+        failed = sum(proc.wait() != 0 for proc in procs)
     print(f"tilegym warm: {jobs} processes on {gpus} GPUs, {len(shapes)} shapes, {time.perf_counter() - start:.0f} s,"
           f" {failed} failed", file=sys.stderr, flush=True)
+    stop.raise_if_stopped()
     return failed
 
 
