@@ -105,7 +105,9 @@ class Stop:
 
     @contextlib.contextmanager
     def handling(self) -> Iterator[Stop]:
-        """SIGINT and SIGTERM call this object while inside (main thread only; elsewhere nothing changes)."""
+        """SIGINT and SIGTERM call this object while inside (main thread only; elsewhere nothing changes). SIGINT
+        is handled even where it was ignored (a job started in the background): nox passes SIGTERM on to its
+        command as SIGINT, and a run it stops must write what finished at once."""
         if threading.current_thread() is not threading.main_thread():
             yield self
             return

@@ -107,11 +107,19 @@ def test_a_signal_stops_the_compile_phase_and_its_processes(signame: str) -> Non
         if line.startswith("[compile 1/"):
             os.kill(os.getpid(), getattr(signal, signame))
 
-    with pytest.raises(isolated.Interrupted, match=f"^interrupted: {signame}$") as stopped:
-        precompile.first_calls(specs, ["reference-chunked"], jobs=2, tuning="cached", log=log, gpus=[])
+    # Python's own handlers, as in a terminal (a job started in the background ignores SIGINT)
+    previous = {s: signal.signal(s, h) for s, h in ((signal.SIGINT, signal.default_int_handler),
+                                                    (signal.SIGTERM, signal.SIG_DFL))}
+    try:
+        with pytest.raises(isolated.Interrupted, match=f"^interrupted: {signame}$") as stopped:
+            precompile.first_calls(specs, ["reference-chunked"], jobs=2, tuning="cached", log=log, gpus=[])
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, "the phase left its handler installed"
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL, "the phase left its handler installed"
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     assert stopped.value.signame == signame
     assert not any(line.startswith("[compile 40/") for line in lines), "the phase compiled on after the signal"
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, "the phase left its handler installed"
     assert not multiprocessing.active_children(), "a compile process outlived the stopped phase"
 
 
