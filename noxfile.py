@@ -55,17 +55,32 @@ def _children() -> list[int]:
     return pids
 
 
-def _sigterm_as_interrupt(signum: int, _frame: object) -> None:
-    """SIGTERM to nox alone (what `timeout` and CI runners send) stops a session as Ctrl-C in a terminal does: the
-    running command gets SIGINT, and nox waits for it (STOP_TIMEOUTS), so a suite writes what it finished and
-    stops its own children instead of running on after nox is gone."""
-    for pid in _children():
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGINT)
+STOPPED: list[str] = []  # the signals that asked this nox to stop
+
+
+def _from_the_terminal() -> bool:
+    """Whether nox runs in its terminal's foreground process group, where Ctrl-C reaches every process of it."""
+    try:
+        return os.tcgetpgrp(sys.stdin.fileno()) == os.getpgrp()
+    except (OSError, ValueError):
+        return False
+
+
+def _stop(signum: int, _frame: object) -> None:
+    """SIGTERM to nox alone (what `timeout` and CI runners send), or SIGINT to nox alone (`kill -INT`, a runner
+    with no terminal), stops a session as Ctrl-C in a terminal does: the running command gets SIGINT, and nox
+    waits for it (STOP_TIMEOUTS), so a suite writes what it finished and stops its own children instead of running
+    on after nox is gone. (nox itself only waits for the command after SIGINT, and runs the next one if that one
+    then exits 0.) Ctrl-C in the terminal has reached the command already: it is not sent twice."""
+    if signum != signal.SIGINT or not _from_the_terminal():
+        for pid in _children():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGINT)
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+for _signum in (signal.SIGINT, signal.SIGTERM):
+    signal.signal(_signum, _stop)
 # How long a suite has to write its results after SIGINT, and then after SIGTERM (nox's defaults: 0.3 s, 0.2 s).
 STOP_TIMEOUTS = {"interrupt_timeout": 120, "terminate_timeout": 30}
 
@@ -244,6 +259,8 @@ def validate(session: nox.Session) -> None:
     session.log("validate: the browser and Dockerfile checks are `nox -s tests`' and CI's; they are deselected here")
     failed = []
     for title, argv in steps:
+        if STOPPED:  # a command that finished cleanly after the signal: nox would go on to the next one
+            session.error(f"validate: stopped by {STOPPED[0]} before {title}; the results so far are in {run_dir}")
         session.log(f"validate: {title}: {' '.join(argv)}")
         try:
             session.run(*argv, env=env, **STOP_TIMEOUTS)

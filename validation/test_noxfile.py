@@ -1,0 +1,72 @@
+"""The noxfile's stop handling: SIGTERM or SIGINT sent to nox alone (what `timeout`, CI runners and `kill` send)
+stops a running suite session as Ctrl-C in a terminal does. nox by itself would only wait for the command after
+SIGINT and, when that exits 0, go on; after SIGTERM it would leave the command running.
+
+A real `nox --no-venv -s correctness` on the CPU (the float64 references run, the rest is recorded not-run),
+signalled once its matrix has finished a case.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from validation.provenance import ROOT
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                                  reason="the noxfile finds its children in /proc")]
+
+
+def _group_alive(pgid: int) -> list[str]:
+    """The processes of a process group still running (zombies count as gone)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            found.append(stat.parent.name)
+    return found
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_a_signal_to_nox_alone_stops_the_session_and_keeps_what_finished(signame: str, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    env = {**os.environ, "SSD_RUN_DIR": str(run_dir), "PYTHONPATH": str(ROOT)}
+    nox = subprocess.Popen([sys.executable, "-m", "nox", "--no-venv", "-f", str(ROOT / "noxfile.py"), "-s",
+                            "correctness"], cwd=ROOT, env=env, start_new_session=True, stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    partial = run_dir / "partial" / "correctness.json"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and nox.poll() is None:
+        try:
+            if any(c["status"] == "pass" for c in json.loads(partial.read_text())["cases"]):
+                break
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.1)
+    assert nox.poll() is None, f"the session ended before it could be stopped: {nox.communicate()[0][-3000:]}"
+    start = time.monotonic()
+    nox.send_signal(getattr(signal, signame))
+    try:
+        out, _ = nox.communicate(timeout=90)
+    except subprocess.TimeoutExpired:
+        os.killpg(nox.pid, signal.SIGKILL)
+        raise AssertionError(f"nox did not stop within 90 s of {signame}") from None
+    assert nox.returncode != 0, out[-3000:]
+    assert time.monotonic() - start < 60, f"nox took {time.monotonic() - start:.0f} s to stop: {out[-3000:]}"
+    data = json.loads((run_dir / "raw" / "correctness.json").read_text())
+    assert data["interrupted"] == "SIGINT", "the matrix is stopped by the SIGINT nox sends it"
+    statuses = [c["status"] for c in data["cases"]]
+    assert "pass" in statuses and "crashed" not in statuses and "fail" not in statuses, statuses
+    assert any(c["status"] == "not-run" and c["reason"].startswith("interrupted") for c in data["cases"])
+    time.sleep(0.5)
+    assert not _group_alive(nox.pid), "a process of the stopped session is still running"
