@@ -41,8 +41,9 @@ def _group_alive(pgid: int) -> list[str]:
 def test_a_signal_to_nox_alone_stops_the_session_and_keeps_what_finished(signame: str, tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     env = {**os.environ, "SSD_RUN_DIR": str(run_dir), "PYTHONPATH": str(ROOT)}
-    nox = subprocess.Popen([sys.executable, "-m", "nox", "--no-venv", "-f", str(ROOT / "noxfile.py"), "-s",
-                            "correctness"], cwd=ROOT, env=env, start_new_session=True, stdin=subprocess.DEVNULL,
+    command = [sys.executable, "-m", "nox", "--no-venv", "-f", str(ROOT / "noxfile.py"), "--envdir",
+               str(tmp_path / ".nox"), "-s", "correctness"]
+    nox = subprocess.Popen(command, cwd=ROOT, env=env, start_new_session=True, stdin=subprocess.DEVNULL,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     partial = run_dir / "partial" / "correctness.json"
     deadline = time.monotonic() + 300
