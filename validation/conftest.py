@@ -26,10 +26,13 @@ from validation.summary import describe
 
 # test file -> (suite, the implementation its tests judge)
 SUITES = {"test_compile.py": ("compile", "cutile"), "test_reference.py": ("reference", "reference-chunked")}
+SUITES_BY_NAME = dict(SUITES.values())  # suite -> the implementation its tests judge
 _STATUS = {"passed": "pass", "failed": "fail", "skipped": "not-run"}
 # The matrices' test files -> the suite whose results file they write (validation/matrix.py).
 MATRIX_SUITES = {"test_correctness.py": "correctness", "test_stability.py": "stability"}
-_records: dict[str, list[CaseRecord]] = {}
+_results: dict[str, ResultsFile] = {}  # suite -> its file, checkpointed test by test inside a run
+_collected: dict[str, list[str]] = {}  # suite -> the ids of its tests this session collected
+_stopped: list[str] = []  # what stopped the session (pytest's KeyboardInterrupt), if something did
 _scratch: list[str] = []  # the temporary run directory made for a session outside a run, if one was
 
 
@@ -49,6 +52,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     suites = [MATRIX_SUITES[n] for n in sorted(names) if n in MATRIX_SUITES]
     if _in_run():
         suites += [SUITES[n][0] for n in sorted(names) if n in SUITES]
+        for item in session.items:
+            suite, _ = SUITES.get(Path(str(item.fspath)).name, (None, None))
+            if suite is not None:
+                _collected.setdefault(suite, []).append(item.nodeid.split("::", 1)[-1])
     if suites:
         try:
             check_run_dir(Path(os.environ["SSD_RUN_DIR"]), suites)
@@ -63,19 +70,36 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     reason = None
     if report.outcome != "passed":
         reason = f"{report.when}: {report.longreprtext.strip().splitlines()[-1][:500]}"
-    _records.setdefault(suite, []).append(CaseRecord(id=report.nodeid.split("::", 1)[-1], impl=impl,
-                                                     status=_STATUS[report.outcome], reason=reason,
-                                                     measured={"duration_s": report.duration}))
+    results = _results.setdefault(suite, ResultsFile(suite))
+    results.add(CaseRecord(id=report.nodeid.split("::", 1)[-1], impl=impl, status=_STATUS[report.outcome],
+                           reason=reason, measured={"duration_s": report.duration}))
+    if _in_run():  # a session killed outright still leaves what finished, in <run dir>/partial/<suite>.json
+        results.checkpoint()
+
+
+def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo) -> None:
+    _stopped.append(str(excinfo.value) or "KeyboardInterrupt")
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Write each suite's file: every test that reported, and, when the session was stopped, every collected test
+    that did not, as not-run with the reason."""
     if not _in_run():
         return
-    for suite, records in _records.items():
-        results = ResultsFile(suite)
-        for record in records:
-            results.add(record)
-        results.write()
+    extra: dict[str, object] = {}
+    if _stopped:
+        # pytest turns SIGINT into KeyboardInterrupt (nox passes SIGTERM on as SIGINT); a matrix names its signal
+        extra["interrupted"] = "SIGTERM" if "SIGTERM" in _stopped[0] else "SIGINT"
+    for suite in sorted({*_results, *_collected}):
+        results = _results.setdefault(suite, ResultsFile(suite))
+        if _stopped:
+            done = {record.id for record in results.cases}
+            for case_id in _collected.get(suite, []):
+                if case_id not in done:
+                    results.add(CaseRecord(id=case_id, impl=SUITES_BY_NAME[suite], status="not-run",
+                                           reason=f"interrupted: {extra['interrupted']} arrived before this test "
+                                                  "ran"))
+        results.write(**extra)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -1,0 +1,62 @@
+"""The pytest-only suites (the reference tests, the compile check) inside a run: each finished test is
+checkpointed to ``<run dir>/partial/<suite>.json`` as it comes, and a session stopped by Ctrl-C writes its
+results file with every finished test and every other collected test as not-run, interrupted
+(validation/conftest.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from validation.provenance import ROOT
+
+pytestmark = pytest.mark.slow
+
+
+def _sigint_handled() -> None:
+    """In the child before it starts: SIGINT as in a terminal, even where this test runs as a background job."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def test_a_stopped_reference_suite_writes_what_finished_and_the_rest_as_not_run(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "validation/test_reference.py"]
+    child = subprocess.Popen(command, cwd=ROOT, env={**os.environ, "SSD_RUN_DIR": str(run_dir)},
+                             start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             preexec_fn=_sigint_handled)
+    partial = run_dir / "partial" / "reference.json"
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and child.poll() is None:
+        try:
+            if len(json.loads(partial.read_text())["cases"]) >= 3:
+                break
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.05)
+    assert child.poll() is None, f"the suite ended before it could be stopped: {child.communicate()[0][-3000:]}"
+    child.send_signal(signal.SIGINT)
+    try:
+        out, _ = child.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)
+        raise AssertionError("pytest did not stop within 60 s of SIGINT") from None
+    assert child.returncode == pytest.ExitCode.INTERRUPTED, out[-3000:]
+    data = json.loads((run_dir / "raw" / "reference.json").read_text())
+    assert data["interrupted"] == "SIGINT"
+    statuses = [c["status"] for c in data["cases"]]
+    assert statuses.count("pass") >= 3 and "not-run" in statuses and "fail" not in statuses, statuses
+    assert all(c["reason"].startswith("interrupted: SIGINT") for c in data["cases"] if c["status"] == "not-run")
+    collected = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--collect-only",
+                                "validation/test_reference.py"], cwd=ROOT, capture_output=True, text=True,
+                               check=True, env={**os.environ, "SSD_RUN_DIR": str(tmp_path / "collect")}).stdout
+    prefix = "validation/test_reference.py::"
+    ids = [line.removeprefix(prefix) for line in collected.splitlines() if line.startswith(prefix)]
+    assert sorted(c["id"] for c in data["cases"]) == sorted(ids), "a collected test is missing from the file"
+    assert not partial.exists(), "the checkpoint outlived the results file"
