@@ -61,11 +61,13 @@ class Interrupted(KeyboardInterrupt):
 
 class Stop:
     """What a run's threads share about stopping: the signal that arrived (None while running) and the children to
-    forward it to (those started by :func:`popen` with this object, and every live pool worker of the process)."""
+    forward it to (those started by :func:`popen` with this object, and the workers of each :class:`Pool` made with
+    it; no other process)."""
 
     def __init__(self) -> None:
         self.signum: int | None = None
         self.children: set[subprocess.Popen] = set()
+        self.pools: set[Pool] = set()
         self._lock = threading.Lock()
 
     @property
@@ -90,7 +92,8 @@ class Stop:
     def _alive(self) -> list:
         with self._lock:
             popened = [c for c in self.children if c.poll() is None]
-        return popened + multiprocessing.active_children()
+            pools = list(self.pools)
+        return popened + [worker for pool in pools for worker in pool.workers()]
 
     def __call__(self, signum: int, frame: object = None) -> None:
         """The signal handler: remember the signal, forward it, and kill what still runs after KILL_AFTER_S."""
@@ -167,10 +170,18 @@ class Pool:
         self._context = multiprocessing.get_context("spawn")
         self._executor = self._start()
         self.restarts = 0
+        if stop is not None:
+            with stop._lock:
+                stop.pools.add(self)
 
     def _start(self) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(max_workers=self.jobs, mp_context=self._context, initializer=_start_worker,
                                    initargs=self._initargs)
+
+    def workers(self) -> list[multiprocessing.process.BaseProcess]:
+        """The worker processes alive now (read from the executor, which has no public list of them)."""
+        processes = getattr(self._executor, "_processes", None) or {}
+        return [p for p in list(processes.values()) if p.is_alive()]
 
     def submit(self, fn: Callable, *args, **kwargs) -> Future:
         if self.stop is not None:
@@ -189,9 +200,12 @@ class Pool:
     def __exit__(self, *exc: object) -> None:
         stopped = exc[0] is not None or (self.stop is not None and self.stop.signum is not None)
         if stopped:
-            for worker in multiprocessing.active_children():
+            for worker in self.workers():
                 _send(worker, signal.SIGTERM)
         self._executor.shutdown(wait=True, cancel_futures=True)
+        if self.stop is not None:
+            with self.stop._lock:
+                self.stop.pools.discard(self)
 
 
 if __name__ == "__main__":

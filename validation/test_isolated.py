@@ -77,6 +77,21 @@ def test_workers_get_the_environment_first() -> None:
         assert pool.submit(_getenv, "SSD_ISOLATED_PROBE").result(timeout=120) == "yes"
 
 
+def test_a_signal_reaches_only_the_workers_of_its_own_pools() -> None:
+    """A run's Stop forwards to the pools made with it, never to another pool of the same process (the compile
+    test's pool lives through the whole test session)."""
+    with isolated.Pool(1) as other:
+        assert other.submit(_square, 2).result(timeout=120) == 4
+        stop = isolated.Stop()
+        with isolated.Pool(1, stop=stop) as own:
+            assert own.submit(_square, 3).result(timeout=120) == 9
+            [worker] = own.workers()
+            stop(signal.SIGTERM)
+            _wait_for(lambda: not worker.is_alive(), 10, "the run's own worker did not get the signal")
+        assert stop.pools == set(), "a pool outlived its block in its Stop"
+        assert other.submit(_square, 5).result(timeout=120) == 25 and other.restarts == 0, "the other pool was hit"
+
+
 def test_jobs_must_be_positive() -> None:
     with pytest.raises(ValueError, match=r"^Pool: jobs must be >= 1; got 0$"):
         isolated.Pool(0)
