@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
-__all__ = ["KILL_AFTER_S", "Interrupted", "Pool", "Stop", "die_with_parent", "popen"]
+__all__ = ["KILL_AFTER_S", "Interrupted", "Pool", "Stop", "die_with_parent", "popen", "signal_and_wait"]
 
 KILL_AFTER_S = 10.0  # after a forwarded signal, a child still running this long later is killed
 
@@ -145,6 +145,24 @@ def popen(module: str, *args: str, stop: Stop | None = None, env: dict[str, str]
     if stop is not None:
         stop.add(child)
     return child
+
+
+def signal_and_wait(child: subprocess.Popen, signum: int, *, group: bool = False, timeout: float) -> str:
+    """Send ``signum`` to a child started in a session of its own (to its whole process group with ``group``, as
+    Ctrl-C in a terminal does) and return its output once it has ended. Still running ``timeout`` seconds later:
+    its group is killed and TimeoutError raised."""
+    if group:
+        os.killpg(child.pid, signum)
+    else:
+        child.send_signal(signum)
+    try:
+        out, _ = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.communicate()
+        raise TimeoutError(f"{child.args!r} did not stop within {timeout:.0f} s of "
+                           f"{signal.Signals(signum).name}") from None
+    return out or ""
 
 
 def _start_worker(env: dict[str, str], initializer: Callable | None, initargs: tuple) -> None:

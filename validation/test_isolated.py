@@ -138,15 +138,7 @@ def _start_parent(folder: Path) -> subprocess.Popen:
 def test_a_signal_stops_every_child_and_is_reported(signame: str, to: str, tmp_path: Path) -> None:
     parent = _start_parent(tmp_path)
     signum = getattr(signal, signame)
-    if to == "group":
-        os.killpg(parent.pid, signum)
-    else:
-        parent.send_signal(signum)
-    try:
-        out, _ = parent.communicate(timeout=isolated.KILL_AFTER_S + 60)
-    except subprocess.TimeoutExpired:
-        os.killpg(parent.pid, signal.SIGKILL)
-        raise AssertionError(f"the parent did not stop within a minute of {signame}") from None
+    out = isolated.signal_and_wait(parent, signum, group=to == "group", timeout=isolated.KILL_AFTER_S + 60)
     assert parent.returncode == 128 + signum, out[-3000:]
     assert f"stopped by {signame}" in out
     _wait_for(lambda: not [p for p in _pids(tmp_path) if _alive(p)], 5, "a child outlived its stopped parent")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from reference import ProblemSpec
-from validation import matrix
+from validation import isolated, matrix
 from validation.matrix import BIG_ELEMENTS, Task
 from validation.provenance import ROOT
 from validation.schema import CaseRecord
@@ -105,15 +105,7 @@ def test_a_stopped_matrix_writes_what_finished_and_leaves_no_process(signame: st
         time.sleep(0.2)
     assert parent.poll() is None, f"the matrix ended before it could be stopped: {parent.communicate()[0][-2000:]}"
     signum = getattr(signal, signame)
-    if to == "group":
-        os.killpg(parent.pid, signum)
-    else:
-        parent.send_signal(signum)
-    try:
-        out, _ = parent.communicate(timeout=90)
-    except subprocess.TimeoutExpired:
-        os.killpg(parent.pid, signal.SIGKILL)
-        raise AssertionError(f"the matrix parent did not stop within 90 s of {signame}") from None
+    out = isolated.signal_and_wait(parent, signum, group=to == "group", timeout=90)
     assert parent.returncode == 128 + signum, out[-3000:]
     data = json.loads((run_dir / "raw" / "correctness.json").read_text())
     assert data["interrupted"] == signame

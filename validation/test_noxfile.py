@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from validation import isolated
 from validation.provenance import ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sys.platform.startswith("linux"),
@@ -56,12 +57,7 @@ def test_a_signal_to_nox_alone_stops_the_session_and_keeps_what_finished(signame
         time.sleep(0.1)
     assert nox.poll() is None, f"the session ended before it could be stopped: {nox.communicate()[0][-3000:]}"
     start = time.monotonic()
-    nox.send_signal(getattr(signal, signame))
-    try:
-        out, _ = nox.communicate(timeout=90)
-    except subprocess.TimeoutExpired:
-        os.killpg(nox.pid, signal.SIGKILL)
-        raise AssertionError(f"nox did not stop within 90 s of {signame}") from None
+    out = isolated.signal_and_wait(nox, getattr(signal, signame), timeout=90)
     assert nox.returncode != 0, out[-3000:]
     assert time.monotonic() - start < 60, f"nox took {time.monotonic() - start:.0f} s to stop: {out[-3000:]}"
     data = json.loads((run_dir / "raw" / "correctness.json").read_text())

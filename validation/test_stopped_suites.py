@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from validation import isolated
 from validation.provenance import ROOT
 
 pytestmark = pytest.mark.slow
@@ -41,12 +42,7 @@ def test_a_stopped_reference_suite_writes_what_finished_and_the_rest_as_not_run(
             pass
         time.sleep(0.05)
     assert child.poll() is None, f"the suite ended before it could be stopped: {child.communicate()[0][-3000:]}"
-    child.send_signal(signal.SIGINT)
-    try:
-        out, _ = child.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(child.pid, signal.SIGKILL)
-        raise AssertionError("pytest did not stop within 60 s of SIGINT") from None
+    out = isolated.signal_and_wait(child, signal.SIGINT, timeout=60)
     assert child.returncode == pytest.ExitCode.INTERRUPTED, out[-3000:]
     data = json.loads((run_dir / "raw" / "reference.json").read_text())
     assert data["interrupted"] == "SIGINT"
