@@ -118,10 +118,13 @@ def _python(session: nox.Session) -> str:
 
 def _pytest(session: nox.Session, *, marker: str | None, paths: tuple[str, ...] = ("validation",),
             env: dict[str, str] | None = None) -> None:
-    """pytest over ``paths`` (or the session's posargs) with the tests selected by ``marker``; the results
-    files of the suites it runs go to one new run directory (``env`` may name another), printed as they are
-    written."""
-    args = session.posargs or list(paths)
+    """pytest over ``paths`` with the tests selected by ``marker`` and the session's posargs (posargs that name
+    tests, a path or a node id, replace ``paths``); the results files of the suites it runs go to one new run
+    directory (``env`` may name another), printed as they are written."""
+    values = {arg for flag, arg in zip(session.posargs, session.posargs[1:], strict=False) if flag in ("-k", "-m")}
+    names_tests = any(".py" in arg or (ROOT / arg).is_dir() for arg in session.posargs
+                      if not arg.startswith("-") and arg not in values)
+    args = list(session.posargs) if names_tests else [*paths, *session.posargs]
     env = {"PYTHONHASHSEED": "0", "SSD_RUN_DIR": str(_run_dir(session)), **(env or {})}
     session.run(_python(session), "-m", "pytest", "--strict-markers", "--strict-config", "-p", "no:cacheprovider",
                 *(("-m", marker) if marker else ()), *args, env=env, **STOP_TIMEOUTS)

@@ -63,6 +63,21 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             raise pytest.UsageError(str(err)) from None
 
 
+@pytest.fixture(scope="module")
+def matrix_selection(request: pytest.FixtureRequest) -> set[str] | None:
+    """The matrix cases this module's session asked for: None when it runs every test of the module that reads the
+    matrix's records, else the case tags (the ``tag`` parameter) of those it runs, after ``-k`` or node ids. The
+    matrix then runs only those cases, and records the others not-run, not selected."""
+    def reads_records(item: pytest.Item) -> bool:
+        return isinstance(item, pytest.Function) and "records" in item.fixturenames
+
+    every = [item.nodeid for item in request.node.collect() if reads_records(item)]
+    chosen = [item for item in request.session.items if item.module is request.module and reads_records(item)]
+    if {item.nodeid for item in chosen} >= set(every):
+        return None
+    return {item.callspec.params["tag"] for item in chosen}
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     suite, impl = SUITES.get(Path(report.fspath).name, (None, None))
     if suite is None or not (report.when == "call" or report.outcome != "passed"):

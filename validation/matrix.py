@@ -408,18 +408,28 @@ def default_jobs() -> int:
     return processes_at_once()
 
 
+def _not_selected(selected: int, of: int) -> tuple[Status, str]:
+    return "not-run", (f"not selected: this session ran {selected} of the {of} cases of the suite (pytest -k or "
+                       "node ids)")
+
+
 def run_matrix(suite: str, impls: tuple[str, ...] | None = None, log=print, *, jobs: int,
-               stop: Stop | None = None) -> ResultsFile:
+               stop: Stop | None = None, only: set[str] | None = None) -> ResultsFile:
     """Every runnable (case, implementation) of the suite in up to ``jobs`` children at once; the rest recorded
-    unsupported or not-run with the reason. The run directory is checked first (``check_run_dir``); each record
-    is checkpointed as it comes. On SIGINT or SIGTERM (see the module's doc) the unfinished cases are recorded
-    not-run, interrupted, and ``results.interrupted`` names the signal: the caller writes and stops."""
+    unsupported or not-run with the reason. ``only``: the tags of the cases to run (a pytest selection); the
+    others are recorded not-run, not selected. The run directory is checked first (``check_run_dir``); each
+    record is checkpointed as it comes. On SIGINT or SIGTERM (see the module's doc) the unfinished cases are
+    recorded not-run, interrupted, and ``results.interrupted`` names the signal: the caller writes and stops."""
     os.environ.update(FIXED_CONFIG_ENV)  # inherited by the children; recorded in the results' environment
     impls = impls or SUITE_IMPLS[suite]
     results = ResultsFile(suite, check=True)
     runnable = []
+    tags = {tag for tag, _ in (correctness_cases() if suite == "correctness" else stability_cases())}
+    if only is not None and not only <= tags:
+        raise ValueError(f"{suite}: no such case: {sorted(only - tags)}")
     for task in tasks_for(suite, impls):
-        why = why_not(task)
+        case_tag = task.tag.removesuffix("_tiny") if IMPLS[task.impl].interpreter else task.tag
+        why = _not_selected(len(only), len(tags)) if only is not None and case_tag not in only else why_not(task)
         if why:
             results.add(_record(task, *why))
         else:
@@ -454,21 +464,24 @@ def _notes(jobs: int) -> list[str]:
                                "is taken on a shared machine: a rough figure, not a measurement of compile time"]
 
 
-def _write(results: ResultsFile, jobs: int) -> Path:
+def _write(results: ResultsFile, jobs: int, only: set[str] | None = None) -> Path:
     extra: dict[str, object] = {"notes": _notes(jobs)}
+    if only is not None:
+        extra["notes"].append(f"only the {len(only)} cases a pytest selection named ran; every other case is "
+                              "recorded not-run, not selected")
     if results.interrupted:
         extra["interrupted"] = results.interrupted
     return results.write(**extra)
 
 
-def run_and_write(suite: str) -> dict[str, dict[str, object]]:
-    """Run the suite's matrix, write its results file, and return its records by case id, each as the file holds
-    it. (pytest captures
-    what a fixture prints; validation/conftest.py prints the file with its counts at the end of the session.)
-    A run stopped by SIGINT or SIGTERM writes what finished, then raises KeyboardInterrupt, which stops pytest."""
+def run_and_write(suite: str, only: set[str] | None = None) -> dict[str, dict[str, object]]:
+    """Run the suite's matrix (``only`` as in :func:`run_matrix`), write its results file, and return its records
+    by case id, each as the file holds it. (pytest captures what a fixture prints; validation/conftest.py prints
+    the file with its counts at the end of the session.) A run stopped by SIGINT or SIGTERM writes what finished,
+    then raises KeyboardInterrupt, which stops pytest."""
     jobs = default_jobs()
-    results = run_matrix(suite, jobs=jobs)
-    path = _write(results, jobs)
+    results = run_matrix(suite, jobs=jobs, only=only)
+    path = _write(results, jobs, only)
     if results.interrupted:
         raise KeyboardInterrupt(f"{suite}: {results.interrupted}; what finished is in {path}")
     return {r.id: r.as_dict() for r in results.cases}

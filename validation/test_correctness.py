@@ -18,8 +18,8 @@ CASES = correctness_cases()
 
 
 @pytest.fixture(scope="module")
-def records() -> dict[str, dict]:
-    return run_and_write("correctness")
+def records(matrix_selection: set[str] | None) -> dict[str, dict]:
+    return run_and_write("correctness", only=matrix_selection)  # -k or node ids: only the cases selected run
 
 
 @pytest.mark.parametrize("tag,spec", CASES, ids=[spec.case_id("cutile", tag) for tag, spec in CASES])

@@ -162,3 +162,28 @@ def test_each_lane_runs_on_its_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     records = matrix._run_lanes(tasks, lambda line: None, jobs=1, gpus=["0", "1"])
     assert [r.id for r in records] == [t.case_id for t in tasks]
     assert {gpu for _, gpu in seen} == {"0", "1"}, seen
+
+
+def test_a_pytest_selection_runs_only_its_cases_and_records_the_rest_not_selected(tmp_path: Path) -> None:
+    """`pytest ... -k TAG` (or node ids) on a matrix module: only the cases it names run; every other case of the
+    suite is in the results file too, not-run with the reason, and the file says so in its notes."""
+    tag, spec = matrix.correctness_cases()[0]
+    test = "validation/test_correctness.py::test_output_and_final_state_match_fp64_oracle"
+    node = f"{test}[{spec.case_id('cutile', tag)}]"
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", node], cwd=ROOT,
+                          env={**os.environ, "SSD_RUN_DIR": str(tmp_path)}, capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    data = json.loads((tmp_path / "raw" / "correctness.json").read_text())
+    ran = {c["tag"] for c in data["cases"] if not c.get("reason", "").startswith("not selected")}
+    assert ran <= {tag, f"{tag}_tiny"}, ran
+    assert [c["status"] for c in data["cases"] if c["id"] == spec.case_id("reference-chunked", tag)] == ["pass"]
+    unselected = [c for c in data["cases"] if c["tag"] != tag and not c["tag"].startswith(f"{tag}_")]
+    assert unselected and all(c["status"] == "not-run" and c["reason"].startswith("not selected: this session ran 1 "
+                                                                                  "of the") for c in unselected)
+    assert any(note.startswith("only the 1 cases a pytest selection named ran") for note in data["notes"])
+
+
+def test_a_selection_naming_no_case_of_the_suite_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"^correctness: no such case: \['nonesuch'\]$"):
+        matrix.run_matrix("correctness", ("reference-chunked",), jobs=1, only={"nonesuch"})

@@ -48,8 +48,8 @@ def _assert_refused(record: dict, regime: str, impl: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def records() -> dict[str, dict]:
-    return run_and_write("stability")
+def records(matrix_selection: set[str] | None) -> dict[str, dict]:
+    return run_and_write("stability", only=matrix_selection)  # -k or node ids: only the cases selected run
 
 
 @pytest.mark.parametrize("tag,spec,impl", CASES, ids=[spec.case_id(impl, tag) for tag, spec, impl in CASES])
