@@ -422,11 +422,11 @@ def run_matrix(suite: str, impls: tuple[str, ...] | None = None, log=print, *, j
     recorded not-run, interrupted, and ``results.interrupted`` names the signal: the caller writes and stops."""
     os.environ.update(FIXED_CONFIG_ENV)  # inherited by the children; recorded in the results' environment
     impls = impls or SUITE_IMPLS[suite]
-    results = ResultsFile(suite, check=True)
-    runnable = []
     tags = {tag for tag, _ in (correctness_cases() if suite == "correctness" else stability_cases())}
     if only is not None and not only <= tags:
         raise ValueError(f"{suite}: no such case: {sorted(only - tags)}")
+    results = ResultsFile(suite, check=True)
+    runnable = []
     for task in tasks_for(suite, impls):
         case_tag = task.tag.removesuffix("_tiny") if IMPLS[task.impl].interpreter else task.tag
         why = _not_selected(len(only), len(tags)) if only is not None and case_tag not in only else why_not(task)
