@@ -398,8 +398,29 @@ def floor(run: Run) -> dict[str, Any]:
             cells.append({"share": share, "status": c.status if c else None, "why": _why(c, "floor_us")})
         label = (f"n{key[5]} L{seqlen_label(key[1])}" if isinstance(key[1], int)
                  else shape_text(dict(zip(HEADLINE, key[:-1], strict=True))))
-        rows.append({"label": label, "floor_us": floor_us, "cells": cells})
-    return {"impls": impls, "rows": rows}
+        rows.append({"label": label, "floor_us": floor_us, "cells": cells, "ours": _breakdown(point.get("cutile"))})
+    kernels: list[str] = []  # every kernel of ours that ran, in the order they first appear
+    for row in rows:
+        if row["ours"]:
+            kernels += [k for k in row["ours"]["kernels"] if k not in kernels]
+    return {"impls": impls, "rows": rows, "kernels": kernels,
+            "breakdown": [{**r["ours"], "label": r["label"], "floor_us": r["floor_us"]} for r in rows if r["ours"]]}
+
+
+def _breakdown(case: Case | None) -> dict[str, Any] | None:
+    """Where our kernel time goes at one point: the median, each kernel's CUPTI median (``per_kernel_us``, named
+    without its leading underscore and ``_kernel``) and the floor of the design that ran (``floor_design_us``:
+    the compulsory bytes plus the intermediates it writes and reads back). None without a per-kernel time."""
+    if case is None or case.status != "pass":
+        return None
+    per_kernel = case.measured.get("per_kernel_us")
+    median = kernel_median(case)
+    if not isinstance(per_kernel, dict) or not per_kernel or median is None:
+        return None
+    kernels = {name.strip("_").removesuffix("_kernel"): x for name, us in per_kernel.items()
+               if (x := num(us)) is not None and math.isfinite(x)}
+    return {"median": median, "kernels": kernels, "design_floor_us": num(case.measured.get("floor_design_us")),
+            "design": case.measured.get("design")}
 
 
 # -- correctness, stability, checks: grouped case lists --------------------------------------------------------

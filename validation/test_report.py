@@ -62,6 +62,11 @@ def _bench_cases(scale: float = 1.0) -> list[dict[str, object]]:
             t = seqlen / 50 * (dstate / 64)
             for impl, factor in (("triton", 1.0), ("cutile", 0.8), ("tilegym", 0.85)):
                 cases.append(_timed(f"bench-{impl}-L{seqlen}-n{dstate}", impl, seqlen, dstate, t * factor * scale))
+            # ours: where its time goes (the segmented design's five kernels, the widest breakdown there is)
+            cases[-2].update(per_kernel_us={"_chunk_cumsum_kernel": 0.05 * t, "_segment_state_kernel": 0.3 * t,
+                                            "_segment_scan_kernel": 0.05 * t, "_segment_apply_kernel": 0.1 * t,
+                                            "_chunk_out_kernel": 0.3 * t},
+                             floor_design_us=t / 4, design="segmented state pass, synthetic")
     fail = next(c for c in cases if c["id"] == "bench-tilegym-L16384-n128")
     fail.update(status="fail", reason="gate: y rel_l2 3.1e-01 > 1.0e-02 <synthetic>", kernel_us=None)
     skipped = next(c for c in cases if c["id"] == "bench-cutile-L262144-n64")
@@ -299,6 +304,23 @@ def test_no_published_column_without_published_points(tmp_path: Path) -> None:
 def test_compile_phase_is_summed_up(run_dir: Path, tmp_path: Path) -> None:
     times = _section(_render(run_dir, tmp_path / "out"), "times")
     assert "Compile phase: 11 of 12 first calls in 8 processes, 41 s, 1 failed there; &lt;synthetic&gt;." in times
+
+
+def test_where_our_time_goes_kernel_by_kernel(run_dir: Path, tmp_path: Path) -> None:
+    """Ours at 16K tokens x dstate 128 (t = 655.36 us a unit): median 0.8 t, segment_state 0.3 t (38% of it),
+    chunk_out 0.3 t, the design floor t / 4; every kernel that ran is a column, named without its underscores."""
+    floor = _section(_render(run_dir, tmp_path / "out"), "floor")
+    assert "Where our kernel time goes, kernel by kernel (5 points)" in floor  # the not-run point has none
+    table = floor[floor.index("Where our kernel time goes"):]
+    header = table[table.index("design floor us"):table.index("</tr>")]
+    kernels = ("chunk_cumsum", "segment_state", "segment_scan", "segment_apply", "chunk_out")
+    columns = [header.index(f'<th class="n">{k}</th>') for k in kernels]  # each once, in the order they ran
+    assert columns == sorted(columns)
+    row = table[table.index("<td class=\"nw\">n128 L16K</td>"):]
+    row = row[:row.index("</tr>")]
+    assert row.count("<td") == 4 + len(kernels)
+    assert '<td class="n">524</td><td class="n">109</td><td class="n">164</td>' in row, row
+    assert '<td class="n nw">197 <span class="why">38%</span></td>' in row, row
 
 
 def test_nulls_show_their_reason(run_dir: Path, tmp_path: Path) -> None:
