@@ -32,7 +32,7 @@ _STATUS = {"passed": "pass", "failed": "fail", "skipped": "not-run"}
 MATRIX_SUITES = {"test_correctness.py": "correctness", "test_stability.py": "stability"}
 _results: dict[str, ResultsFile] = {}  # suite -> its file, checkpointed test by test inside a run
 _collected: dict[str, list[str]] = {}  # suite -> the ids of its tests this session collected
-_stopped: list[str] = []  # what stopped the session (pytest's KeyboardInterrupt), if something did
+_stopped: list[str] = []  # the signal that stopped the session, if one did
 _scratch: list[str] = []  # the temporary run directory made for a session outside a run, if one was
 
 
@@ -93,7 +93,9 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo) -> None:
-    _stopped.append(str(excinfo.value) or "KeyboardInterrupt")
+    # a matrix raises isolated.Interrupted naming its signal; pytest's own KeyboardInterrupt is SIGINT's (nox passes
+    # SIGTERM on as SIGINT)
+    _stopped.append(getattr(excinfo.value, "signame", "SIGINT"))
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -103,8 +105,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         return
     extra: dict[str, object] = {}
     if _stopped:
-        # pytest turns SIGINT into KeyboardInterrupt (nox passes SIGTERM on as SIGINT); a matrix names its signal
-        extra["interrupted"] = "SIGTERM" if "SIGTERM" in _stopped[0] else "SIGINT"
+        extra["interrupted"] = _stopped[0]
     for suite in sorted({*_results, *_collected}):
         results = _results.setdefault(suite, ResultsFile(suite))
         if _stopped:

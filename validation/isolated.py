@@ -66,34 +66,39 @@ class Stop:
 
     def __init__(self) -> None:
         self.signum: int | None = None
-        self.children: set[subprocess.Popen] = set()
-        self.pools: set[Pool] = set()
+        self.children: set[subprocess.Popen | Pool] = set()
         self._lock = threading.Lock()
 
     @property
     def reason(self) -> str:
-        return f"interrupted: {signal.Signals(self.signum).name} arrived before this case finished"
+        return f"interrupted: {self.name} arrived before this case finished"
 
     @property
     def name(self) -> str | None:
         """The signal's name (``SIGTERM``), or None while running."""
         return None if self.signum is None else signal.Signals(self.signum).name
 
-    def add(self, child: subprocess.Popen) -> None:
+    def add(self, child: subprocess.Popen | Pool) -> None:
+        """Forward signals to ``child`` (a process, or every worker of a pool) from now on."""
         with self._lock:
             self.children.add(child)
         if self.signum is not None:  # it came while this child was starting
-            _send(child, self.signum)
+            for process in self._processes([child]):
+                _send(process, self.signum)
 
-    def discard(self, child: subprocess.Popen) -> None:
+    def discard(self, child: subprocess.Popen | Pool) -> None:
         with self._lock:
             self.children.discard(child)
 
+    @staticmethod
+    def _processes(children) -> list:
+        return [p for c in children for p in (c.workers() if isinstance(c, Pool) else [c] if c.poll() is None
+                                              else [])]
+
     def _alive(self) -> list:
         with self._lock:
-            popened = [c for c in self.children if c.poll() is None]
-            pools = list(self.pools)
-        return popened + [worker for pool in pools for worker in pool.workers()]
+            children = list(self.children)
+        return self._processes(children)
 
     def __call__(self, signum: int, frame: object = None) -> None:
         """The signal handler: remember the signal, forward it, and kill what still runs after KILL_AFTER_S."""
@@ -189,8 +194,7 @@ class Pool:
         self._executor = self._start()
         self.restarts = 0
         if stop is not None:
-            with stop._lock:
-                stop.pools.add(self)
+            stop.add(self)
 
     def _start(self) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(max_workers=self.jobs, mp_context=self._context, initializer=_start_worker,
@@ -222,8 +226,7 @@ class Pool:
                 _send(worker, signal.SIGTERM)
         self._executor.shutdown(wait=True, cancel_futures=True)
         if self.stop is not None:
-            with self.stop._lock:
-                self.stop.pools.discard(self)
+            self.stop.discard(self)
 
 
 if __name__ == "__main__":

@@ -57,7 +57,6 @@ from validation.gpu import (
     processes_at_once,
     visible_gpus,
 )
-from validation.isolated import Stop
 from validation.registry import IMPLS
 from validation.results import ResultsFile, RunDirError
 from validation.schema import CaseRecord, Status
@@ -238,7 +237,7 @@ def _child(tasks_path: Path, out_path: Path) -> int:
 
 # --- the parent -----------------------------------------------------------------------------------
 
-def _interrupted(task: Task, stop: Stop) -> CaseRecord:
+def _interrupted(task: Task, stop: isolated.Stop) -> CaseRecord:
     return _record(task, "not-run", stop.reason)
 
 
@@ -269,12 +268,12 @@ class _Progress:
         return records
 
 
-def _run_in_children(tasks: list[Task], log, env: dict[str, str] | None = None, *, stop: Stop | None = None,
+def _run_in_children(tasks: list[Task], log, env: dict[str, str] | None = None, *, stop: isolated.Stop | None = None,
                      done=None) -> list[CaseRecord]:
     """Run tasks in a child process (``env`` added to its environment); on a crash record it and go on
     with a new child. ``done(record)`` is called for each record as it comes. Once ``stop`` has a signal, no
     child starts and every task not finished is recorded not-run, interrupted."""
-    stop = stop or Stop()
+    stop = stop or isolated.Stop()
     records: list[CaseRecord] = []
 
     def keep(record: CaseRecord) -> None:
@@ -370,15 +369,15 @@ def _lanes(tasks: list[Task], jobs: int) -> list[list[Task]]:
     return [lane for lane in lanes if lane]
 
 
-def _run_lanes(tasks: list[Task], log, jobs: int, env: dict[str, str] | None = None, *, stop: Stop | None = None,
-               done=None, gpus: list[str] | None = None) -> list[CaseRecord]:
+def _run_lanes(tasks: list[Task], log, jobs: int, env: dict[str, str] | None = None, *,
+               stop: isolated.Stop | None = None, done=None, gpus: list[str] | None = None) -> list[CaseRecord]:
     """Run the tasks in up to ``jobs`` children at once (each lane as ``_run_in_children`` runs it: a crash
     costs one case) and return their records in the order of ``tasks``; ``done`` and ``stop`` as there
     (``done`` is called from the lanes' threads, one at a time). The lanes spread over every visible GPU
     (``gpus``, default ``visible_gpus()``), at least one lane per GPU: lane i runs on GPU i mod their number."""
     if not tasks:
         return []
-    stop = stop or Stop()
+    stop = stop or isolated.Stop()
     gpus = visible_gpus() if gpus is None else gpus
     lanes = _lanes(tasks, max(jobs, len(gpus)))
     devices = lane_devices(len(lanes), gpus)
@@ -414,17 +413,17 @@ def _not_selected(selected: int, of: int) -> tuple[Status, str]:
 
 
 def run_matrix(suite: str, impls: tuple[str, ...] | None = None, log=print, *, jobs: int,
-               stop: Stop | None = None, only: set[str] | None = None) -> ResultsFile:
+               stop: isolated.Stop | None = None, only: set[str] | None = None) -> ResultsFile:
     """Every runnable (case, implementation) of the suite in up to ``jobs`` children at once; the rest recorded
     unsupported or not-run with the reason. ``only``: the tags of the cases to run (a pytest selection); the
     others are recorded not-run, not selected. The run directory is checked first (``check_run_dir``); each
     record is checkpointed as it comes. On SIGINT or SIGTERM (see the module's doc) the unfinished cases are
     recorded not-run, interrupted, and ``results.interrupted`` names the signal: the caller writes and stops."""
-    os.environ.update(FIXED_CONFIG_ENV)  # inherited by the children; recorded in the results' environment
     impls = impls or SUITE_IMPLS[suite]
     tags = {tag for tag, _ in (correctness_cases() if suite == "correctness" else stability_cases())}
     if only is not None and not only <= tags:
         raise ValueError(f"{suite}: no such case: {sorted(only - tags)}")
+    os.environ.update(FIXED_CONFIG_ENV)  # inherited by the children; recorded in the results' environment
     results = ResultsFile(suite, check=True)
     runnable = []
     for task in tasks_for(suite, impls):
@@ -446,14 +445,14 @@ def run_matrix(suite: str, impls: tuple[str, ...] | None = None, log=print, *, j
         results.add(record)
         results.checkpoint()
 
-    stop = stop or Stop()
+    stop = stop or isolated.Stop()
     with stop.handling():
         ordered = _run_lanes(compiled, log, jobs, stop=stop, done=done)
         # TRITON_INTERPRET must be set before triton is imported: children of their own
         ordered += _run_lanes(interpreted, log, jobs, env=INTERPRETER_ENV, stop=stop, done=done)
     results.cases = not_runnable + ordered  # the order asked, whatever order they finished in
     if stop.signum is not None:
-        results.interrupted = signal.Signals(stop.signum).name
+        results.interrupted = stop.name
         log(f"{suite}: {results.interrupted}: stopped; every case not finished is recorded not-run")
     log(f"{suite}: {time.perf_counter() - start:.0f} s; {results.summary()}")
     return results
@@ -478,12 +477,12 @@ def run_and_write(suite: str, only: set[str] | None = None) -> dict[str, dict[st
     """Run the suite's matrix (``only`` as in :func:`run_matrix`), write its results file, and return its records
     by case id, each as the file holds it. (pytest captures what a fixture prints; validation/conftest.py prints
     the file with its counts at the end of the session.) A run stopped by SIGINT or SIGTERM writes what finished,
-    then raises KeyboardInterrupt, which stops pytest."""
+    then raises ``isolated.Interrupted`` (a KeyboardInterrupt naming the signal), which stops pytest."""
     jobs = default_jobs()
     results = run_matrix(suite, jobs=jobs, only=only)
     path = _write(results, jobs, only)
     if results.interrupted:
-        raise KeyboardInterrupt(f"{suite}: {results.interrupted}; what finished is in {path}")
+        raise isolated.Interrupted(f"{suite}: {results.interrupted}; what finished is in {path}", results.interrupted)
     return {r.id: r.as_dict() for r in results.cases}
 
 

@@ -272,22 +272,19 @@ def warm(shapes: Sequence[tuple[int, int]] = WARM_SHAPES, *, jobs: int) -> int:
     every ``jobs``-th config of each kernel; GPUs are shared round-robin. Returns the failed processes. The
     processes are ``validation.isolated``'s: SIGINT or SIGTERM stops them all, then raises ``Interrupted``.
     """
-    import torch
-
     from validation import isolated
+    from validation.gpu import lane_devices, visible_gpus
 
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    devices = visible.split(",") if visible else [str(i) for i in range(max(torch.cuda.device_count(), 1))]
-    gpus = len(devices)
+    gpus = visible_gpus()
     start = time.perf_counter()
     shape_args = [f"{seqlen}x{dstate}" for seqlen, dstate in shapes]
     stop = isolated.Stop()
     with stop.handling():
         procs = [isolated.popen("validation.bench.tilegym_tuning", "warm-one", str(i), str(jobs), *shape_args,
-                                stop=stop, env={"CUDA_VISIBLE_DEVICES": devices[i % gpus]}) for i in range(jobs)]
+                                stop=stop, env=env) for i, env in enumerate(lane_devices(jobs, gpus))]
         failed = sum(proc.wait() != 0 for proc in procs)
-    print(f"tilegym warm: {jobs} processes on {gpus} GPUs, {len(shapes)} shapes, {time.perf_counter() - start:.0f} s,"
-          f" {failed} failed", file=sys.stderr, flush=True)
+    print(f"tilegym warm: {jobs} processes on {len(gpus)} GPUs, {len(shapes)} shapes, "
+          f"{time.perf_counter() - start:.0f} s, {failed} failed", file=sys.stderr, flush=True)
     stop.raise_if_stopped()
     return failed
 
