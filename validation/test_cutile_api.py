@@ -95,22 +95,38 @@ def test_plan_takes_explicit_configs_and_defaults_to_the_choosers() -> None:
     default, _, _ = cutile_api.plan_forward(x, dt, A, B, C, D, h0, chunk_size=64, arch="sm_90")
     given, _, _ = cutile_api.plan_forward(x, dt, A, B, C, D, h0, chunk_size=64, arch="sm_90", configs=chosen)
     assert [(la.kernel, la.grid) for la in given] == [(la.kernel, la.grid) for la in default]
-    narrow = dataclasses.replace(chosen, segment_apply=dataclasses.replace(chosen.segment_apply, block_p=8))
+    narrow = dataclasses.replace(chosen, segment_scan=dataclasses.replace(chosen.segment_scan, block_p=8))
     other, _, _ = cutile_api.plan_forward(x, dt, A, B, C, D, h0, chunk_size=64, arch="sm_90", configs=narrow)
     grids = {la.kernel._pyfunc.__name__: la.grid for la in other}
-    assert grids["_segment_apply_kernel"][0] == 2 * dict(
-        (la.kernel._pyfunc.__name__, la.grid) for la in default)["_segment_apply_kernel"][0], (
+    assert grids["_segment_scan_kernel"][0] == 2 * dict(
+        (la.kernel._pyfunc.__name__, la.grid) for la in default)["_segment_scan_kernel"][0], (
         "headdim 32 in tiles of 8 instead of 16: twice the programs")
 
 
 def test_plan_on_meta_tensors_allocates_outputs_of_the_documented_shapes() -> None:
+    # This small problem gets segments of one chunk (the chooser's grid target): no completion pass.
     x, dt, A, B, C, D, h0 = (t.to("meta") if t is not None else None for t in _inputs(seqlen=700, dtype="bf16"))
     launches, y, final_state = cutile_api.plan_forward(x, dt, A, B, C, D, h0, chunk_size=64, arch="sm_90")
     assert [la.kernel._pyfunc.__name__ for la in launches] == [
-        "_chunk_cumsum_kernel", "_state_pass_kernel", "_segment_scan_kernel", "_segment_apply_kernel",
-        "_chunk_out_kernel"]
+        "_chunk_cumsum_kernel", "_state_pass_kernel", "_segment_scan_kernel", "_chunk_out_kernel"]
     assert (y.shape, y.dtype) == (x.shape, x.dtype)
     assert (final_state.shape, final_state.dtype) == ((1, 2, 32, 16), torch.float32)
+
+
+@pytest.mark.parametrize("seg_chunks,kernels", [
+    (1, ["_chunk_cumsum_kernel", "_state_pass_kernel", "_segment_scan_kernel", "_chunk_out_kernel"]),
+    (4, ["_chunk_cumsum_kernel", "_state_pass_kernel", "_segment_scan_kernel", "_segment_apply_kernel",
+         "_chunk_out_kernel"])], ids=["one-chunk-segments", "four-chunk-segments"])
+def test_segmented_pass_completes_the_states_only_for_segments_of_several_chunks(seg_chunks, kernels) -> None:
+    x, dt, A, B, C, D, h0 = (t.to("meta") if t is not None else None for t in _inputs(seqlen=700, dtype="bf16"))
+    chosen = tuning.choose("sm_90", SSDDims(*x.shape, *B.shape[2:]), x.dtype, 64)
+    cfgs = dataclasses.replace(chosen, segment_state=dataclasses.replace(chosen.segment_state, seg_chunks=seg_chunks))
+    launches, _, _ = cutile_api.plan_forward(x, dt, A, B, C, D, h0, chunk_size=64, arch="sm_90", configs=cfgs,
+                                             variant=VARIANTS["segmented-state"])
+    assert [la.kernel._pyfunc.__name__ for la in launches] == kernels
+    scan = next(la for la in launches if la.kernel._pyfunc.__name__ == "_segment_scan_kernel")
+    # The scan's entry states: the chunk states themselves (bf16) for one-chunk segments, else fp32 E_s.
+    assert scan.args[3].dtype == (torch.bfloat16 if seg_chunks == 1 else torch.float32)
 
 
 @pytest.mark.parametrize("variant,seqlen", [("serial-state", 700), ("default", 70)], ids=["variant", "short"])
@@ -129,7 +145,7 @@ def _wide(launch) -> set[str]:
     return set(_wide_params(launch.kernel))
 
 
-@pytest.mark.parametrize("variant", ["default", "serial-state"])
+@pytest.mark.parametrize("variant", ["default", "serial-state", "segmented-state"])
 def test_int64_indexing_only_on_the_arrays_past_2_31(variant) -> None:
     # 256K tokens x dstate 512 (the sweep's largest point): only the chunk-state buffer reaches 2**31
     # elements (4 * 8 * 2048 * 64 * 512); x, B, C, y stay below and keep int32 offsets.
@@ -139,7 +155,7 @@ def test_int64_indexing_only_on_the_arrays_past_2_31(variant) -> None:
     wide = {la.kernel._pyfunc.__name__: _wide(la) for la in launches}
     state_kernel = "_state_pass_kernel"
     assert wide[state_kernel] == {"states"}
-    if variant == "default":
+    if variant == "segmented-state":
         assert wide["_segment_apply_kernel"] == {"states"}
         assert wide["_segment_scan_kernel"] == set()
     assert wide["_chunk_out_kernel"] == {"states"}

@@ -59,8 +59,11 @@ def plan_forward(x, dt, A, B, C, D, initial_state, *, chunk_size: int, arch: str
                 head-major and token-contiguous, zero dt over a ragged tail;
         states  (batch, nheads, nchunks, headdim, dstate): each chunk's entry state (bf16 for bf16
                 inputs, else fp32; see state_pass.state_dtype), by the segment-parallel state pass
-                (kernels.cutile.segment_state; its fp32 segment states and decays besides) or by one
-                program per state tile walking every chunk (kernels.cutile.state_pass).
+                (kernels.cutile.segment_state; its fp32 segment states and decays besides; with segments of
+                one chunk, the "chunked" pass) or by one program per state tile walking every chunk
+                (kernels.cutile.state_pass);
+        cbuf    (batch, nchunks, ngroups, chunk_size, chunk_size) fp32: C·Bᵀ per chunk and group, if
+                chunk_out's configuration reads it from a buffer.
     """
     dims = SSDDims(*x.shape, *B.shape[2:])
     cfgs = configs if configs is not None else tuning.choose(arch, dims, x.dtype, chunk_size)
@@ -68,19 +71,23 @@ def plan_forward(x, dt, A, B, C, D, initial_state, *, chunk_size: int, arch: str
     x, dt, A, B, C, D, initial_state = (_dense(t) for t in (x, dt, A, B, C, D, initial_state))
     cumsum_launch, g, dtT = chunk_cumsum(dt, A, chunk_size=chunk_size, cfg=cfgs.chunk_cumsum, int64_everywhere=wide)
     out_cfg = dataclasses.replace(cfgs.chunk_out, c_once=variant.c_once,
-                                  block_h=variant.cb_heads if variant.cb_heads > 1 else cfgs.chunk_out.block_h)
+                                  block_h=variant.cb_heads if variant.cb_heads > 1 else cfgs.chunk_out.block_h,
+                                  cb_buffer=cfgs.chunk_out.cb_buffer if variant.cb_buffer is None else variant.cb_buffer)
     kind = variant.state if variant.state != "auto" else tuning.state_pass_kind(arch, dims, x.dtype, chunk_size)
     if kind == "serial":
+        walk_cfg = cfgs.state_pass if variant.swap_ab is None else dataclasses.replace(cfgs.state_pass,
+                                                                                        swap_ab=variant.swap_ab)
         state_launch, states, final_state = state_pass(
-            x, B, g, dtT, initial_state, chunk_size=chunk_size, cfg=cfgs.state_pass, int64_everywhere=wide)
+            x, B, g, dtT, initial_state, chunk_size=chunk_size, cfg=walk_cfg, int64_everywhere=wide)
         state_launches = [state_launch]
     else:
         state_launches, states, final_state = segment_state(
-            x, B, g, dtT, initial_state, chunk_size=chunk_size, cfg=cfgs.segment_state,
+            x, B, g, dtT, initial_state, chunk_size=chunk_size,
+            cfg=cfgs.chunk_state if kind == "chunked" else cfgs.segment_state,
             scan_cfg=cfgs.segment_scan, apply_cfg=cfgs.segment_apply, int64_everywhere=wide)
-    out_launch, y = chunk_out(
+    out_launches, y = chunk_out(
         x, B, C, g, dtT, states, D, A, chunk_size=chunk_size, cfg=out_cfg, int64_everywhere=wide)
-    return [cumsum_launch, *state_launches, out_launch], y, final_state
+    return [cumsum_launch, *state_launches, *out_launches], y, final_state
 
 
 def intermediate_traffic(dims: SSDDims, dtype: torch.dtype, chunk_size: int, arch: str,
@@ -99,15 +106,27 @@ def intermediate_traffic(dims: SSDDims, dtype: torch.dtype, chunk_size: int, arc
     # g and dtT: written by the cumsum, read by the state pass and by chunk_out.
     cumsum = 3 * 2 * tokens * dims.nheads * 4
     kind = variant.state if variant.state != "auto" else tuning.state_pass_kind(arch, dims, dtype, chunk_size)
+    out_cfg = tuning.chunk_out_config(arch, dims, dtype, chunk_size)
+    cb_buffer = (out_cfg.cb_buffer if variant.cb_buffer is None else variant.cb_buffer) and variant.c_once \
+        and chunk_size == out_cfg.block_m
+    cb, cb_how = 0, ""
+    if cb_buffer:
+        # Written once, read by every head of the group.
+        cb = dims.batch * nchunks * dims.ngroups * chunk_size * chunk_size * 4 * (1 + dims.nheads // dims.ngroups)
+        cb_how = "; fp32 C·Bᵀ per chunk and group written once, read by each head"
     if kind == "serial":
-        return cumsum + 2 * elems * e, (f"serial state pass: {name} chunk states written once and read once; "
-                                        "the cumsum's g and dt written once, read twice")
+        return cumsum + cb + 2 * elems * e, (f"serial state pass: {name} chunk states written once and read once; "
+                                             f"the cumsum's g and dt written once, read twice{cb_how}")
+    if kind == "chunked":
+        return cumsum + cb + 2 * elems * e + 2 * elems * 4, (
+            f"chunked state pass: fp32 chunk contributions written and scanned; {name} chunk states written once "
+            f"and read once; the cumsum's g and dt written once, read twice{cb_how}")
     K = tuning.segment_state_config(arch, dims, dtype, chunk_size).seg_chunks
     seg = dims.batch * dims.nheads * -(-nchunks // K) * dims.headdim * dims.dstate * 4
-    return cumsum + 4 * elems * e + 3 * seg, (
+    return cumsum + cb + 4 * elems * e + 3 * seg, (
         f"segmented state pass (segments of {K} chunks): {name} chunk states written, read and rewritten by "
         "the completion, read by chunk_out; fp32 segment states written, scanned, written; the cumsum's g "
-        "and dt written once, read twice")
+        f"and dt written once, read twice{cb_how}")
 
 
 def _forward(x, dt, A, B, C, D, initial_state, chunk_size: int, variant: Variant, configs: Configs | None = None):

@@ -4,8 +4,10 @@ For one head and one chunk (X, B, C, dt its rows; g its cumsum in log2 units; h 
 
     Y = exp2(g) * (C hᵀ) + ((C Bᵀ) ∘ exp2(g_i - g_j) ∘ [i >= j]) (dt * X) + D * X
 
-C·Bᵀ never leaves the chip. A program owns BLOCK_M rows of one chunk and walks the C·Bᵀ column
-blocks up to its diagonal, flash-attention style, so a 256-token chunk never holds 256 x 256 fp32.
+A program owns BLOCK_M rows of one chunk and walks the C·Bᵀ column blocks up to its diagonal,
+flash-attention style, so a 256-token chunk never holds 256 x 256 fp32. C·Bᵀ is the same for every
+head of a group: with ``cb_buffer`` (chunks of one row block), ``_chunk_cb_kernel`` builds it once per
+chunk and group into an fp32 buffer that the heads read, instead of each head building its own on chip.
 """
 
 import cuda.tile as ct
@@ -71,6 +73,31 @@ def _rows_out(x, B, C, g, dtT, D, y, acc, cb, b, head, group, row_block, chunk, 
     ct.store(y, (b, row_block, head, p_tile), acc.reshape((1, BLOCK_M, 1, BLOCK_P)).astype(y.dtype))
 
 
+def _chunk_cb_kernel(
+    B: ct.Array,                 # (batch, seqlen, ngroups, dstate)
+    C: ct.Array,                 # (batch, seqlen, ngroups, dstate)
+    cbuf: ct.Array,              # out (batch, nchunks, ngroups, CHUNK, CHUNK) fp32
+    CHUNK: ct.Constant[int],
+    BLOCK_N: ct.Constant[int],
+    LATENCY: ct.Constant[int],
+):
+    """Grid (nchunks * ngroups, batch): C·Bᵀ of one chunk of one group, built once for all the group's heads
+    (which then differ only in their decay and dt) and accumulated in fp32 exactly as chunk_out would. Rows
+    past seqlen load as zeros."""
+    MMA_DTYPE = ct.static_eval(ct.tfloat32 if B.dtype == ct.float32 else B.dtype)
+    ngroups = ct.astype(B.shape[2], ct.int32)
+    ntiles = ct.astype(B.shape[3], ct.int32) // BLOCK_N
+    group, chunk, b = ct.bid(0) % ngroups, ct.bid(0) // ngroups, ct.bid(1)
+    cb = ct.zeros((CHUNK, CHUNK), dtype=ct.float32)
+    for n in range(ntiles):
+        Cm = ct.load(C, (b, chunk, group, n), shape=(1, CHUNK, 1, BLOCK_N),
+                     padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((CHUNK, BLOCK_N))
+        Bm = ct.load(B, (b, chunk, group, n), shape=(1, CHUNK, 1, BLOCK_N),
+                     padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((CHUNK, BLOCK_N))
+        cb = ct.mma(Cm.astype(MMA_DTYPE), Bm.transpose().astype(MMA_DTYPE), cb)
+    ct.store(cbuf, (b, chunk, group, 0, 0), cb.reshape((1, 1, 1, CHUNK, CHUNK)))
+
+
 def _chunk_out_kernel(
     x: ct.Array,                 # (batch, seqlen, nheads, headdim)
     B: ct.Array,                 # (batch, seqlen, ngroups, dstate)
@@ -79,6 +106,7 @@ def _chunk_out_kernel(
     dtT: ct.Array,               # (batch, nheads, nchunks * CHUNK) fp32, from chunk_cumsum
     states: ct.Array,            # (batch, nheads, nchunks, headdim, dstate): each chunk's entry state
     D: ct.Array,                 # (nheads,) fp32; unread unless HAS_D
+    cbuf: ct.Array,              # (batch, nchunks, ngroups, CHUNK, CHUNK) fp32: C·Bᵀ per chunk; unread unless CB_BUFFER
     y: ct.Array,                 # out (batch, seqlen, nheads, headdim)
     CHUNK: ct.Constant[int],
     BLOCK_M: ct.Constant[int],
@@ -87,11 +115,13 @@ def _chunk_out_kernel(
     BLOCK_H: ct.Constant[int],
     HAS_D: ct.Constant[bool],
     C_ONCE: ct.Constant[bool],
+    CB_BUFFER: ct.Constant[bool],
     LATENCY: ct.Constant[int],
 ):
     """Grid (cdiv(seqlen, BLOCK_M) * nheads/BLOCK_H * headdim/BLOCK_P, batch): BLOCK_M rows x BLOCK_P
     columns of y for BLOCK_H heads of one group of one sequence; row blocks are slowest, so the heads
-    sharing a group's B and C run together. The BLOCK_H heads share one C·Bᵀ block (C_ONCE)."""
+    sharing a group's B and C run together. The BLOCK_H heads share one C·Bᵀ block (C_ONCE); with
+    CB_BUFFER (one row block per chunk) the block comes from ``_chunk_cb_kernel``'s buffer instead."""
     # Tensor-core operand dtypes: bf16/fp16 as they come (HGMMA on sm_90); fp32 is cast to tf32 on
     # purpose, since an fp32 ct.mma takes no tensor core path.
     MMA_DTYPE = ct.static_eval(ct.tfloat32 if x.dtype == ct.float32 else x.dtype)
@@ -120,10 +150,14 @@ def _chunk_out_kernel(
         h = ct.load(states, (b, head0, chunk, p_tile, n),
                     shape=(1, 1, 1, BLOCK_P, BLOCK_N)).reshape((BLOCK_P, BLOCK_N))
         acc = ct.mma(Cm.astype(STATE_MMA_DTYPE), h.transpose().astype(STATE_MMA_DTYPE), acc)
-        if C_ONCE:
+        if C_ONCE and not CB_BUFFER:
             Bm = ct.load(B, (b, row_block, group, n), shape=(1, BLOCK_M, 1, BLOCK_N),
                          padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((BLOCK_M, BLOCK_N))
             cb = ct.mma(Cm.astype(MMA_DTYPE), Bm.transpose().astype(MMA_DTYPE), cb)
+    if CB_BUFFER:
+        # Loaded after the C·hᵀ loop, so that it is not live across it.
+        cb = ct.load(cbuf, (b, chunk, group, 0, 0), shape=(1, 1, 1, BLOCK_M, BLOCK_M),
+                     latency=LATENCY).reshape((BLOCK_M, BLOCK_M))
     if BLOCK_H == 1:
         _rows_out(x, B, C, g, dtT, D, y, acc, cb, b, head0, group, row_block, chunk, m, p_tile, ntiles,
                   CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, LATENCY, MMA_DTYPE)
@@ -144,7 +178,8 @@ def _chunk_out_kernel(
                       ntiles, CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, LATENCY, MMA_DTYPE)
 
 
-def _chunk_out_args(x, B, C, g, dtT, states, D, y, cfg: ChunkOutConfig, chunk_size: int, has_D: bool) -> tuple:
+def _chunk_out_args(x, B, C, g, dtT, states, D, cbuf, y, cfg: ChunkOutConfig, chunk_size: int, has_D: bool,
+                    cb_buffer: bool) -> tuple:
     return (
         x,
         B,
@@ -153,6 +188,7 @@ def _chunk_out_args(x, B, C, g, dtT, states, D, y, cfg: ChunkOutConfig, chunk_si
         dtT,
         states,
         D,
+        cbuf,
         y,
         chunk_size,
         cfg.block_m,
@@ -161,25 +197,41 @@ def _chunk_out_args(x, B, C, g, dtT, states, D, y, cfg: ChunkOutConfig, chunk_si
         cfg.block_h,
         has_D,
         cfg.c_once and chunk_size == cfg.block_m,
+        cb_buffer,
         cfg.latency,
     )
 
 
 def chunk_out(x: torch.Tensor, B: torch.Tensor, C: torch.Tensor, g: torch.Tensor, dtT: torch.Tensor,
               states: torch.Tensor, D: torch.Tensor | None, A: torch.Tensor, *, chunk_size: int,
-              cfg: ChunkOutConfig, int64_everywhere: bool = False) -> tuple[Launch, torch.Tensor]:
-    """Plan stage 3; returns the launch and the output y it fills (x's dtype and shape).
+              cfg: ChunkOutConfig, int64_everywhere: bool = False) -> tuple[list[Launch], torch.Tensor]:
+    """Plan stage 3; returns its launches (C·Bᵀ per chunk and group first if ``cfg.cb_buffer``) and the
+    output y they fill (x's dtype and shape).
 
     ``A`` only stands in for a missing ``D`` (same shape and dtype), which the kernel then never reads.
     """
     batch, seqlen, nheads, headdim = x.shape
+    ngroups = B.shape[2]
     y = empty((batch, seqlen, nheads, headdim), dtype=x.dtype, device=x.device)
     has_D = D is not None
-    if cfg.block_h > 1 and not (cfg.c_once and chunk_size == cfg.block_m and (nheads // B.shape[2]) % cfg.block_h == 0):
+    one_block = cfg.c_once and chunk_size == cfg.block_m
+    if cfg.block_h > 1 and not (one_block and (nheads // ngroups) % cfg.block_h == 0):
         raise ValueError(f"chunk_out: block_h={cfg.block_h} needs c_once, block_m == chunk_size ({cfg.block_m} vs "
-                         f"{chunk_size}) and to divide the {nheads // B.shape[2]} heads of a group")
+                         f"{chunk_size}) and to divide the {nheads // ngroups} heads of a group")
+    # The buffer holds whole chunks: only when a program's rows are its whole chunk.
+    cb_buffer = cfg.cb_buffer and one_block
+    launches = []
+    if cb_buffer:
+        nchunks = g.shape[2] // chunk_size
+        cbuf = empty((batch, nchunks, ngroups, chunk_size, chunk_size), dtype=torch.float32, device=x.device)
+        launches.append(plan_launch(_chunk_cb_kernel, (nchunks * ngroups, batch),
+                                    (B, C, cbuf, chunk_size, cfg.block_n, cfg.latency), occupancy=None,
+                                    int64_everywhere=int64_everywhere))
+    else:
+        cbuf = states[:1, :1, :1]  # never read: any array of rank 5 (a small one, so it needs no int64 indexing)
     row_blocks = -(-seqlen // cfg.block_m)
     grid = (row_blocks * (nheads // cfg.block_h) * (headdim // cfg.block_p), batch)
-    args = _chunk_out_args(x, B, C, g, dtT, states, D if has_D else A, y, cfg, chunk_size, has_D)
-    launch = plan_launch(_chunk_out_kernel, grid, args, occupancy=cfg.occupancy, int64_everywhere=int64_everywhere)
-    return launch, y
+    args = _chunk_out_args(x, B, C, g, dtT, states, D if has_D else A, cbuf, y, cfg, chunk_size, has_D, cb_buffer)
+    launches.append(plan_launch(_chunk_out_kernel, grid, args, occupancy=cfg.occupancy,
+                                int64_everywhere=int64_everywhere))
+    return launches, y

@@ -18,6 +18,11 @@ summed log2 decay of the segment's chunks before c (<= 0). Three launches:
   state tile) rewrites them in place as h_c = L_c + exp2(d_c) E_s, in fp32, rounded once to the states'
   dtype.
 
+With segments of one chunk (K = 1, the "chunked" pass) L_c = 0 and d_c = 0: the local walk is one
+independent matmul per chunk (no chain at all), the scan's E_s are the chunk states themselves, which it
+writes in the states' dtype, and there is nothing to complete: two launches, the only chain left is the
+scan's elementwise one, STEP chunks per load.
+
 The states buffer then holds every chunk's true entry state, as the serial pass leaves it, so
 chunk_out is the same for all. (Rebuilding h_c inside chunk_out instead, as it loads the states,
 measured 80-300 us slower per call there than this pass costs, on the H200. So did a second walk from
@@ -39,15 +44,17 @@ def _segment_scan_kernel(
     seg_state: ct.Array,         # (batch, nheads, nseg, headdim, dstate) fp32: each segment's end state from zero
     seg_decay: ct.Array,         # (batch, nheads, nseg) fp32: each segment's total log2 decay
     initial_state: ct.Array,     # (batch, nheads, headdim, dstate) fp32; unread unless HAS_INITIAL_STATE
-    seg_entry: ct.Array,         # out (batch, nheads, nseg, headdim, dstate) fp32: E_s, the true segment entry
+    seg_entry: ct.Array,         # out (batch, nheads, nseg, headdim, dstate): E_s, the true segment entry
     final_state: ct.Array,       # out (batch, nheads, headdim, dstate) fp32
     BLOCK_P: ct.Constant[int],
     BLOCK_N: ct.Constant[int],
+    STEP: ct.Constant[int],
     HAS_INITIAL_STATE: ct.Constant[bool],
     LATENCY: ct.Constant[int],
 ):
     """Grid (nheads * headdim/BLOCK_P * dstate/BLOCK_N, batch): one (BLOCK_P, BLOCK_N) tile of one
-    head's state carried in fp32 through every segment of one sequence."""
+    head's state carried in fp32 through every segment of one sequence, STEP segments per load (one
+    memory latency per STEP links of the chain). E_s is rounded once, to seg_entry's dtype."""
     ptiles = ct.astype(seg_state.shape[3], ct.int32) // BLOCK_P
     ntiles = ct.astype(seg_state.shape[4], ct.int32) // BLOCK_N
     nseg = ct.astype(seg_state.shape[2], ct.int32)
@@ -59,12 +66,18 @@ def _segment_scan_kernel(
         h = h.reshape((BLOCK_P, BLOCK_N))
     else:
         h = ct.zeros((BLOCK_P, BLOCK_N), dtype=ct.float32)
-    for s in range(nseg):
-        local = ct.load(seg_state, (b, head, s, p_tile, n_tile), shape=(1, 1, 1, BLOCK_P, BLOCK_N),
-                        latency=LATENCY).reshape((BLOCK_P, BLOCK_N))
-        d = ct.load(seg_decay, (b, head, s), shape=(1, 1, 1)).reshape((1, 1))
-        ct.store(seg_entry, (b, head, s, p_tile, n_tile), h.reshape((1, 1, 1, BLOCK_P, BLOCK_N)))
-        h = h * ct.exp2(d) + local
+    for step in range((nseg + STEP - 1) // STEP):
+        # Past the last segment: zero states and zero decays, which leave h as it is.
+        local = ct.load(seg_state, (b, head, step, p_tile, n_tile), shape=(1, 1, STEP, BLOCK_P, BLOCK_N),
+                        padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((STEP, BLOCK_P, BLOCK_N))
+        d = ct.load(seg_decay, (b, head, step), shape=(1, 1, STEP), padding_mode=ct.PaddingMode.ZERO)
+        for u in ct.static_iter(range(STEP)):
+            s = step * STEP + u
+            if s < nseg:
+                ct.store(seg_entry, (b, head, s, p_tile, n_tile),
+                         h.reshape((1, 1, 1, BLOCK_P, BLOCK_N)).astype(seg_entry.dtype))
+            h = (h * ct.exp2(ct.extract(d, (0, 0, u), shape=(1, 1, 1)).reshape((1, 1)))
+                 + ct.extract(local, (u, 0, 0), shape=(1, BLOCK_P, BLOCK_N)).reshape((BLOCK_P, BLOCK_N)))
     ct.store(final_state, (b, head, p_tile, n_tile), h.reshape((1, 1, BLOCK_P, BLOCK_N)))
 
 
@@ -94,7 +107,8 @@ def segment_state(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torch.
                   initial_state: torch.Tensor | None, *, chunk_size: int, cfg: SegmentStateConfig,
                   scan_cfg: SegmentScanConfig, apply_cfg: SegmentApplyConfig, int64_everywhere: bool = False
                   ) -> tuple[list[Launch], torch.Tensor, torch.Tensor]:
-    """Plan stage 2 as three launches; returns them, the chunk entry states and the final state."""
+    """Plan stage 2 as three launches (two for segments of one chunk); returns them, the chunk entry states and
+    the final state."""
     batch, seqlen, nheads, headdim = x.shape
     dstate = B.shape[3]
     nchunks = g.shape[2] // chunk_size
@@ -102,17 +116,21 @@ def segment_state(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torch.
     nseg = -(-nchunks // K)
     dev = x.device
     states = empty((batch, nheads, nchunks, headdim, dstate), dtype=state_dtype(x.dtype), device=dev)
-    chunk_decay = empty((batch, nheads, nchunks), dtype=torch.float32, device=dev)
     seg_state = empty((batch, nheads, nseg, headdim, dstate), dtype=torch.float32, device=dev)
     seg_decay = empty((batch, nheads, nseg), dtype=torch.float32, device=dev)
-    seg_entry = empty(seg_state.shape, dtype=torch.float32, device=dev)
     final_state = empty((batch, nheads, headdim, dstate), dtype=torch.float32, device=dev)
+    # Segments of one chunk: each chunk's own contribution is its segment's end state, its entry state is E_s,
+    # so the scan writes the chunk states themselves and nothing is completed afterwards.
+    chunked = K == 1
+    chunk_decay = seg_decay if chunked else empty((batch, nheads, nchunks), dtype=torch.float32, device=dev)
+    seg_entry = states if chunked else empty(seg_state.shape, dtype=torch.float32, device=dev)
 
-    # The local walk starts from zero: seg_entry stands in for the entry it never reads.
+    # The local walk starts from zero: seg_entry stands in for the entry it never reads (and, for segments of
+    # one chunk, states and chunk_decay for the L_c = 0 and d_c = 0 it does not store).
     local_args = walk_args(x, B, g, dtT, seg_entry=seg_entry, states=states, chunk_decay=chunk_decay,
                            seg_end=seg_state, seg_decay=seg_decay, chunk_size=chunk_size, block_p=cfg.block_p,
-                           block_n=cfg.block_n, seg_chunks=K, from_entry=False, store_states=True,
-                           store_decay=True, store_end=True, latency=cfg.latency)
+                           block_n=cfg.block_n, seg_chunks=K, from_entry=False, store_states=not chunked,
+                           store_decay=not chunked, store_end=True, latency=cfg.latency, swap_ab=cfg.swap_ab)
     local = plan_launch(_state_pass_kernel, walk_grid(x, B, nseg, cfg.block_p, cfg.block_n), local_args,
                         occupancy=cfg.occupancy, int64_everywhere=int64_everywhere)
 
@@ -120,10 +138,12 @@ def segment_state(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torch.
     # Without an initial state the kernel never reads that parameter; final_state stands in for it.
     h0 = initial_state if has_initial_state else final_state
     scan_args = (seg_state, seg_decay, h0, seg_entry, final_state,
-                 scan_cfg.block_p, scan_cfg.block_n, has_initial_state, scan_cfg.latency)
+                 scan_cfg.block_p, scan_cfg.block_n, scan_cfg.step, has_initial_state, scan_cfg.latency)
     scan_grid = (nheads * (headdim // scan_cfg.block_p) * (dstate // scan_cfg.block_n), batch)
     scan = plan_launch(_segment_scan_kernel, scan_grid, scan_args, occupancy=scan_cfg.occupancy,
                        int64_everywhere=int64_everywhere)
+    if chunked:
+        return [local, scan], states, final_state
 
     apply_args = (states, chunk_decay, seg_entry, apply_cfg.block_p, apply_cfg.block_n, K)
     apply_grid = (nchunks * nheads * (headdim // apply_cfg.block_p) * (dstate // apply_cfg.block_n), batch)

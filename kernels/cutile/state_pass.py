@@ -30,6 +30,18 @@ def state_tile(pid, ntiles, ptiles, nheads):
     return n_tile, p_tile, head, pid // (ntiles * ptiles * nheads)
 
 
+def _chunk_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile, CHUNK, BLOCK_P, BLOCK_N, LATENCY):
+    """One chunk's X (CHUNK, BLOCK_P), B (CHUNK, BLOCK_N), g and dt (CHUNK,). Rows past seqlen load as zeros:
+    with dt = 0 there too, the ragged tail adds nothing."""
+    X = ct.load(x, (b, chunk, head, p_tile), shape=(1, CHUNK, 1, BLOCK_P),
+                padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((CHUNK, BLOCK_P))
+    Bc = ct.load(B, (b, chunk, group, n_tile), shape=(1, CHUNK, 1, BLOCK_N),
+                 padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((CHUNK, BLOCK_N))
+    gc = ct.load(g, (b, head, chunk), shape=(1, 1, CHUNK)).reshape((CHUNK,))
+    dtc = ct.load(dtT, (b, head, chunk), shape=(1, 1, CHUNK)).reshape((CHUNK,))
+    return X, Bc, gc, dtc
+
+
 def _state_pass_kernel(
     x: ct.Array,                 # (batch, seqlen, nheads, headdim)
     B: ct.Array,                 # (batch, seqlen, ngroups, dstate)
@@ -48,12 +60,15 @@ def _state_pass_kernel(
     STORE_STATES: ct.Constant[bool],
     STORE_DECAY: ct.Constant[bool],
     STORE_END: ct.Constant[bool],
+    SWAP_AB: ct.Constant[bool],
     LATENCY: ct.Constant[int],
 ):
     """Grid (nseg * nheads * headdim/BLOCK_P * dstate/BLOCK_N, batch): one (BLOCK_P, BLOCK_N) tile of one
     head's state, carried in fp32 registers through the chunks of one segment, from the segment's entry
     state (FROM_ENTRY) or from zero. Segments are slowest, so the heads sharing a group's B run together.
-    The flags are compile-time: a walk stores only what its pass needs."""
+    The flags are compile-time: a walk stores only what its pass needs. SWAP_AB carries the state
+    transposed, hᵀ = (w B)ᵀ X, so that the operand computed in registers takes the matmul's first slot (the
+    post's swap)."""
     # bf16/fp16 operands run on the tensor cores as they are (HGMMA on sm_90); fp32 operands are cast
     # to tf32 on purpose: an fp32 ct.mma takes no tensor core path and spills.
     MMA_DTYPE = ct.static_eval(ct.tfloat32 if x.dtype == ct.float32 else x.dtype)
@@ -67,48 +82,53 @@ def _state_pass_kernel(
     group = head // (nheads // ngroups)
     first = seg * SEG_CHUNKS
 
-    if FROM_ENTRY:
-        h = ct.load(seg_entry, (b, head, seg, p_tile, n_tile), shape=(1, 1, 1, BLOCK_P, BLOCK_N))
-        h = h.reshape((BLOCK_P, BLOCK_N))
+    # The carried tile: (BLOCK_P, BLOCK_N), or its transpose with SWAP_AB; state arrays are read and written
+    # through the permuted axis order, so they keep one layout.
+    SHAPE = ct.static_eval((BLOCK_N, BLOCK_P) if SWAP_AB else (BLOCK_P, BLOCK_N))
+    SHAPE5 = ct.static_eval((1, 1, 1, BLOCK_N, BLOCK_P) if SWAP_AB else (1, 1, 1, BLOCK_P, BLOCK_N))
+    ORDER = ct.static_eval((0, 1, 2, 4, 3) if SWAP_AB else (0, 1, 2, 3, 4))
+    if SWAP_AB:
+        t0, t1 = n_tile, p_tile
     else:
-        h = ct.zeros((BLOCK_P, BLOCK_N), dtype=ct.float32)
+        t0, t1 = p_tile, n_tile
+    if FROM_ENTRY:
+        h = ct.load(seg_entry, (b, head, seg, t0, t1), shape=SHAPE5, order=ORDER).reshape(SHAPE)
+    else:
+        h = ct.zeros(SHAPE, dtype=ct.float32)
     decay = ct.zeros((1,), dtype=ct.float32)
     for k in range(min(SEG_CHUNKS, nchunks - first)):
         chunk = first + k
         if STORE_STATES:
-            ct.store(states, (b, head, chunk, p_tile, n_tile),
-                     h.reshape((1, 1, 1, BLOCK_P, BLOCK_N)).astype(states.dtype))
+            ct.store(states, (b, head, chunk, t0, t1), h.reshape(SHAPE5).astype(states.dtype), order=ORDER)
         if STORE_DECAY:
             # Every state tile of the head stores the same d_c: identical values, so the duplicates are benign.
             ct.store(chunk_decay, (b, head, chunk), decay.reshape((1, 1, 1)))
-        # Rows past seqlen load as zeros: with dt = 0 there too, the ragged tail adds nothing.
-        X = ct.load(x, (b, chunk, head, p_tile), shape=(1, CHUNK, 1, BLOCK_P),
-                    padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((CHUNK, BLOCK_P))
-        Bc = ct.load(B, (b, chunk, group, n_tile), shape=(1, CHUNK, 1, BLOCK_N),
-                     padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((CHUNK, BLOCK_N))
-        gc = ct.load(g, (b, head, chunk), shape=(1, 1, CHUNK)).reshape((CHUNK,))
-        dtc = ct.load(dtT, (b, head, chunk), shape=(1, 1, CHUNK)).reshape((CHUNK,))
+        X_k, B_k, g_k, dt_k = _chunk_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile,
+                                           CHUNK, BLOCK_P, BLOCK_N, LATENCY)
         # g is padded with the last real token's value, so index CHUNK - 1 holds the chunk's total.
-        g_last = ct.extract(gc, (CHUNK - 1,), shape=(1,))
+        g_last = ct.extract(g_k, (CHUNK - 1,), shape=(1,))
         # In exact arithmetic g_last <= g; the cumsum's rounding may break that by an ulp of |g|,
         # which is huge when |g| is: clamp so that no exponent is ever positive.
-        weight = ct.exp2(ct.minimum(g_last - gc, 0.0)) * dtc
-        Bw = (Bc * weight.reshape((CHUNK, 1))).astype(MMA_DTYPE)
-        h = ct.mma(X.transpose().astype(MMA_DTYPE), Bw, h * ct.exp2(g_last).reshape((1, 1)))
+        weight = ct.exp2(ct.minimum(g_last - g_k, 0.0)) * dt_k
+        Bw = (B_k * weight.reshape((CHUNK, 1))).astype(MMA_DTYPE)
+        if SWAP_AB:
+            h = ct.mma(Bw.transpose(), X_k.astype(MMA_DTYPE), h * ct.exp2(g_last).reshape((1, 1)))
+        else:
+            h = ct.mma(X_k.transpose().astype(MMA_DTYPE), Bw, h * ct.exp2(g_last).reshape((1, 1)))
         # A sum of non-positive numbers: stays <= 0 under rounding.
         decay = decay + g_last
 
     if STORE_END:
-        ct.store(seg_end, (b, head, seg, p_tile, n_tile), h.reshape((1, 1, 1, BLOCK_P, BLOCK_N)))
+        ct.store(seg_end, (b, head, seg, t0, t1), h.reshape(SHAPE5), order=ORDER)
         ct.store(seg_decay, (b, head, seg), decay.reshape((1, 1, 1)))
 
 
 def walk_args(x, B, g, dtT, *, seg_entry, states, chunk_decay, seg_end, seg_decay, chunk_size: int, block_p: int,
               block_n: int, seg_chunks: int, from_entry: bool, store_states: bool, store_decay: bool,
-              store_end: bool, latency: int) -> tuple:
+              store_end: bool, latency: int, swap_ab: bool = False) -> tuple:
     """``_state_pass_kernel``'s arguments, by name; a buffer a walk does not touch may be any array of its rank."""
     return (x, B, g, dtT, seg_entry, states, chunk_decay, seg_end, seg_decay, chunk_size, block_p, block_n,
-            seg_chunks, from_entry, store_states, store_decay, store_end, latency)
+            seg_chunks, from_entry, store_states, store_decay, store_end, swap_ab, latency)
 
 
 def walk_grid(x: torch.Tensor, B: torch.Tensor, nseg: int, block_p: int, block_n: int) -> tuple[int, int]:
@@ -143,7 +163,7 @@ def state_pass(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torch.Ten
     args = walk_args(x, B, g, dtT, seg_entry=seg_entry, states=states, chunk_decay=total_decay, seg_end=seg_end,
                      seg_decay=total_decay, chunk_size=chunk_size, block_p=cfg.block_p, block_n=cfg.block_n,
                      seg_chunks=WHOLE_SEQUENCE, from_entry=initial_state is not None, store_states=True,
-                     store_decay=False, store_end=True, latency=cfg.latency)
+                     store_decay=False, store_end=True, latency=cfg.latency, swap_ab=cfg.swap_ab)
     launch = plan_launch(_state_pass_kernel, walk_grid(x, B, 1, cfg.block_p, cfg.block_n), args,
                          occupancy=cfg.occupancy, int64_everywhere=int64_everywhere)
     return launch, states, final_state

@@ -15,11 +15,13 @@ import torch
 from reference.checks import SSDDims
 
 # Programs the grids aim at, per architecture: (the sequential state pass, the segment-parallel pass's local
-# walk). On the H200 (sm_90, 132 SMs), where they were measured: about 2 and 4 per SM (the local walk at
-# occupancy 4, so that each program's chain of dependent chunk steps is hidden behind the others'). The
-# B200 (sm_100) and B300 (sm_103) have 148 SMs: the H200's figures scaled by 148/132, compile-checked on the
-# CPU (validation/test_compile.py), not measured. An architecture not listed gets the H200's.
-TARGET_PROGRAMS = {"sm_90": (256, 512), "sm_100": (288, 576), "sm_103": (288, 576)}
+# walk, the sequential pass with its matmul swapped). On the H200 (sm_90, 132 SMs), where they were measured:
+# about 2 and 4 per SM (the local walk at occupancy 4, so that each program's chain of dependent chunk steps
+# is hidden behind the others'), and about 1 per SM for the swapped walk, whose wider dstate tiles re-read x
+# fewer times. The B200 (sm_100) and B300 (sm_103) have 148 SMs: the H200's figures scaled by 148/132,
+# compile-checked on the CPU (validation/test_compile.py), not measured. An architecture not listed gets the
+# H200's.
+TARGET_PROGRAMS = {"sm_90": (256, 512, 128), "sm_100": (288, 576, 144), "sm_103": (288, 576, 144)}
 _MAX_SEGMENT_CHUNKS = 64
 
 
@@ -28,13 +30,18 @@ class Variant:
     """Which structure of the forward runs: the default, or an ablation that changes one thing.
 
     ``state``: "segmented" (the segment-parallel state pass of kernels.cutile.segment_state: local walks
-    per segment, a scan over segments, the entry states completed in place), "serial" (one program walks
+    per segment, a scan over segments, the entry states completed in place), "chunked" (the same with
+    segments of one chunk: every chunk's own contribution in parallel, then a scan over chunks that writes
+    the entry states), "serial" (one program walks
     every chunk of a sequence, as the post's fwd_pass_state) or "auto" (the one ``state_pass_kind`` picks
     for the shape).
     ``int64``: "per-array" (int64 indexing only on the arrays whose span passes 2**31) or "all" (every
     array of a kernel as soon as one needs it, as before).
     ``c_once``: chunk_out builds the diagonal C·Bᵀ block in its C·hᵀ loop, loading C once (False: two
     loops over dstate, C loaded in each).
+    ``cb_buffer``: chunk_out reads C·Bᵀ from a buffer built once per (chunk, group) by its own kernel
+    (None: the chooser's choice; False: each head builds its own on chip).
+    ``swap_ab``: the serial walk's matmul swapped (None: the chooser's choice; False: never, same tiles).
     ``cb_heads``: heads of a group that share one C·Bᵀ block in chunk_out (1: each head builds its own, the
     default; it must divide the heads of a group). Not yet measured: the shared block, held across the
     heads, spills registers on sm_90 (cuobjdump: about 1,700 local stores against 137 for one head).
@@ -43,13 +50,19 @@ class Variant:
     state: str = "auto"
     int64: str = "per-array"
     c_once: bool = True
+    cb_buffer: bool | None = None
     cb_heads: int = 1
+    swap_ab: bool | None = None
 
 
 VARIANTS = {
     "default": Variant(),
     "serial-state": Variant(state="serial"),
     "segmented-state": Variant(state="segmented"),
+    "chunked-state": Variant(state="chunked"),
+    "cb-inline": Variant(cb_buffer=False),
+    "cb-buffer": Variant(cb_buffer=True),
+    "no-swap": Variant(swap_ab=False),
     "int64-all": Variant(int64="all"),
     "c-twice": Variant(c_once=False),
     "cb-shared-8": Variant(cb_heads=8),
@@ -74,6 +87,7 @@ class StatePassConfig:
     block_n: int              # dstate tile of the carried state
     latency: int              # DRAM latency hint of the streamed x, B loads (1..10)
     occupancy: int | None = None
+    swap_ab: bool = False     # carry the state transposed: the register-computed operand first in the matmul
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,6 +102,7 @@ class SegmentScanConfig:
     block_p: int              # headdim tile of the carried state
     block_n: int              # dstate tile of the carried state
     latency: int              # DRAM latency hint of the segment-state loads (1..10)
+    step: int = 8             # segments per load (a power of two)
     occupancy: int | None = None
 
 
@@ -106,6 +121,7 @@ class ChunkOutConfig:
     latency: int              # DRAM latency hint of the streamed x, B, C loads (1..10)
     occupancy: int | None = None
     c_once: bool = True       # build the diagonal C·Bᵀ block in the C·hᵀ loop, from the same C tiles
+    cb_buffer: bool = False   # read C·Bᵀ from a per-(chunk, group) buffer (chunks of one row block only)
     block_h: int = 1          # heads of one group per program, sharing one C·Bᵀ block (needs c_once)
 
 
@@ -117,18 +133,26 @@ def chunk_cumsum_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size
 def state_pass_kind(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> str:
     """"segmented" or "serial": the state pass that measured faster on the H200 for this kind of shape.
 
-    From the benchmark of 2026-12-01 (batch 4, 8 heads, headdim 64, chunk 128, bf16; whole forward, CUPTI):
-    dstate 512 segmented everywhere (1024 tokens 63 vs 80 us, 16384: 758 vs 824, 131072: 5708 vs 6112,
-    262144: a tie); dstate 128 and 256 serial (16384 tokens: 247 vs 255 and 408 vs 431 us, since the
-    in-place completion of the states costs more than the serial pass loses); dstate 64 segmented past 8
-    chunks (16384 tokens: 192 vs 228 us) and serial up to 8 (1024 tokens: 23 vs 29 us, two launches fewer).
+    Whole forward, CUPTI, batch 4, 8 heads, headdim 64, chunk 128, bf16 (validation/bench/explore_cutile.py,
+    2026-12-01, reports/published/explore-20261201-issue13): dstate 128 to 512 serial for 16-bit inputs, the
+    walk swapped from 256 on (16384 tokens: 459 against 718 us segmented at dstate 512; 1024 tokens: 41
+    against 68; 65536: 1746 against 2764); dstate 128 serial (16384 tokens: 240 against 255 segmented and
+    339 chunked); dstate 64 segmented past 8 chunks (16384 tokens: 192 vs 228 us) and serial up to 8 (1024
+    tokens: 23 vs 29 us, two launches fewer). fp32 inputs, whose walk is not swapped, keep the segmented pass
+    at dstate 512 (measured on bf16 before the swap: 758 vs 824 us at 16384 tokens).
     """
     nchunks = -(-dims.seqlen // chunk_size)
-    if 128 <= dims.dstate <= 256:
+    if 128 <= dims.dstate <= 256 or (dims.dstate > 256 and _swapped_walk(dtype, dims)):
         return "serial"
     if dims.dstate <= 64 and nchunks <= 8:
         return "serial"
     return "segmented"
+
+
+def _swapped_walk(dtype: torch.dtype, dims: SSDDims) -> bool:
+    # Measured on bf16 only (fp16 takes the same tensor-core path); at dstate 128 and below the swapped
+    # matmul's M (the dstate tile) falls under HGMMA's 64 rows for a grid that fills the GPU.
+    return dtype in (torch.bfloat16, torch.float16) and dims.dstate >= 256
 
 
 def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> StatePassConfig:
@@ -137,12 +161,22 @@ def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: 
     # (HGMMA N) unless dstate itself is smaller.
     block_p = min(dims.headdim, 64)
     block_n = min(dims.dstate, 128 if chunk_size <= 128 else 64)
-    floor_n = min(dims.dstate, 32)
-    target = TARGET_PROGRAMS.get(arch, TARGET_PROGRAMS["sm_90"])[0]
-    while block_n > floor_n and dims.batch * dims.nheads * (dims.headdim // block_p) * (dims.dstate // block_n) < target:
-        block_n //= 2
+    tiles = dims.batch * dims.nheads * (dims.headdim // block_p)
     # latency 8: measured 5-8% faster than 4 at (16384 tokens, dstate 128 and 512) on the H200
     # (validation/bench/explore_cutile.py, 2026-11-30).
+    if _swapped_walk(dtype, dims):
+        # Swapped (hᵀ = (w B)ᵀ X: the operand built in registers first), the dstate tile is the matmul's M: keep
+        # it >= 64 for HGMMA, and as wide as the grid allows, since every dstate tile re-reads the chunk's x.
+        # At 16384 tokens on the H200: dstate 512 with 128-wide tiles 241 us against 385 with 64-wide and 581
+        # unswapped; dstate 256 with 64-wide tiles 187 us against 233 with 128-wide and 241 unswapped.
+        target = TARGET_PROGRAMS.get(arch, TARGET_PROGRAMS["sm_90"])[2]
+        while block_n > 64 and tiles * (dims.dstate // block_n) < target:
+            block_n //= 2
+        return StatePassConfig(block_p=block_p, block_n=block_n, latency=8, swap_ab=True)
+    floor_n = min(dims.dstate, 32)
+    target = TARGET_PROGRAMS.get(arch, TARGET_PROGRAMS["sm_90"])[0]
+    while block_n > floor_n and tiles * (dims.dstate // block_n) < target:
+        block_n //= 2
     return StatePassConfig(block_p=block_p, block_n=block_n, latency=8)
 
 
@@ -161,9 +195,17 @@ def segment_state_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_siz
     return SegmentStateConfig(block_p=block_p, block_n=block_n, seg_chunks=seg_chunks, latency=8, occupancy=4)
 
 
+def chunk_state_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> SegmentStateConfig:
+    # Segments of one chunk: one matmul per program and no chain, so wide tiles (x read once per 128 of
+    # dstate) and two programs per SM. Not yet measured against narrower tiles.
+    return SegmentStateConfig(block_p=min(dims.headdim, 64), block_n=min(dims.dstate, 128), seg_chunks=1,
+                              latency=4, occupancy=2)
+
+
 def segment_scan_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> SegmentScanConfig:
     # Elementwise over fp32 states: narrow tiles, so that many programs each walk the segments.
-    return SegmentScanConfig(block_p=min(dims.headdim, 16), block_n=min(dims.dstate, 64), latency=4)
+    # Eight segments per load: the chunked pass's scan walks every chunk (128 at 16384 tokens).
+    return SegmentScanConfig(block_p=min(dims.headdim, 16), block_n=min(dims.dstate, 64), latency=4, step=8)
 
 
 def segment_apply_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> SegmentApplyConfig:
@@ -180,10 +222,11 @@ def chunk_out_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: i
     if dtype in (torch.bfloat16, torch.float16):
         # C loaded once (c_once): chunk_out 131 -> 120 us at (16384 tokens, dstate 128) and 289 -> 231 us at dstate
         # 512 on the H200 (benchmark, variant c-twice, 2026-12-01).
-        # 128-wide dstate steps at occupancy 2: 357 -> 277 us at (16384 tokens, dstate 128) and 905 -> 849 us
-        # at dstate 512 on the H200 (validation/bench/explore_cutile.py, 2026-11-30). fp32 (tf32) operand tiles
-        # are twice the bytes, so fp32 keeps the narrower step until it is measured.
-        return ChunkOutConfig(block_m=block_m, block_p=block_p, block_n=min(dims.dstate, 128), latency=4, occupancy=2)
+        # Occupancy 2: 357 -> 277 us at (16384 tokens, dstate 128) and 905 -> 849 us at dstate 512 on the H200
+        # (validation/bench/explore_cutile.py, 2026-11-30). 64-wide dstate steps since C is loaded once: 226 ->
+        # 214 us at dstate 512, 157 -> 151 at 256, 120 -> 119 at 128 (16384 tokens), 19 -> 16 us at (1024, 512)
+        # (explore_cutile, 2026-12-01). fp32 (tf32) keeps occupancy 1 until it is measured.
+        return ChunkOutConfig(block_m=block_m, block_p=block_p, block_n=min(dims.dstate, 64), latency=4, occupancy=2)
     return ChunkOutConfig(block_m=block_m, block_p=block_p, block_n=min(dims.dstate, 64), latency=4)
 
 
@@ -194,6 +237,7 @@ class Configs:
     chunk_cumsum: ChunkCumsumConfig
     state_pass: StatePassConfig
     segment_state: SegmentStateConfig
+    chunk_state: SegmentStateConfig
     segment_scan: SegmentScanConfig
     segment_apply: SegmentApplyConfig
     chunk_out: ChunkOutConfig
@@ -203,5 +247,6 @@ def choose(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> Con
     """The choosers' configuration of every stage for this problem."""
     args = (arch, dims, dtype, chunk_size)
     return Configs(chunk_cumsum=chunk_cumsum_config(*args), state_pass=state_pass_config(*args),
-                   segment_state=segment_state_config(*args), segment_scan=segment_scan_config(*args),
+                   segment_state=segment_state_config(*args), chunk_state=chunk_state_config(*args),
+                   segment_scan=segment_scan_config(*args),
                    segment_apply=segment_apply_config(*args), chunk_out=chunk_out_config(*args))

@@ -5,7 +5,8 @@
 Varies one stage's configuration at a time around the choosers' (``kernels.cutile.tuning.choose``), passed
 to the forward as its ``configs``, at the
 benchmark's shape (batch 4, 8 heads, headdim 64, 1 group, chunk 128, bf16), plus both state passes
-(variants ``serial-state`` and ``segmented-state``). For each candidate: the correctness gate against
+(variants ``serial-state``, ``segmented-state`` and ``chunked-state``) and both ways of building chunk_out's
+C·Bᵀ (``cb-inline``, ``cb-buffer``). For each candidate: the correctness gate against
 the float64 chunked reference with the tolerance table, then CUPTI kernel time with an L2 flush before
 every rep, and the time of each kernel of the forward (L2 flushed too). Data for choosing defaults; the
 benchmark, not this, measures what the suite claims.
@@ -32,7 +33,7 @@ from validation.provenance import environment
 from validation.results import write_json_atomic
 
 # The stages explored, each recorded in a row under its chooser's name.
-_STAGES = ("state_pass", "chunk_out", "segment_state", "segment_scan", "segment_apply")
+_STAGES = ("state_pass", "chunk_out", "segment_state", "chunk_state", "segment_scan", "segment_apply")
 
 
 def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None):
@@ -43,19 +44,50 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None):
     def one(name: str, variant: str, stage: str | None = None, cfg=None):
         return name, variant, base if stage is None else dataclasses.replace(base, **{stage: cfg})
 
-    out = [one("default", "default"), one("serial-state", "serial-state"), one("segmented-state", "segmented-state")]
-    seg, co = base.segment_state, base.chunk_out
+    out = [one("default", "default"), one("serial-state", "serial-state"), one("segmented-state", "segmented-state"),
+           one("chunked-state", "chunked-state"), one("cb-inline", "cb-inline"), one("cb-buffer", "cb-buffer"),
+           one("no-swap", "no-swap")]
+    seg, chk, scan, co = base.segment_state, base.chunk_state, base.segment_scan, base.chunk_out
     for k, block_n, occupancy in ((8, 32, 4), (16, 32, 4), (32, 32, 4), (16, 64, 2), (8, 64, 2), (16, 128, None)):
         cand = dataclasses.replace(seg, seg_chunks=k, block_n=min(block_n, spec.dstate), occupancy=occupancy)
         if cand != seg:
             out.append(one(f"segmented K{k} n{cand.block_n} occ{occupancy}", "segmented-state", "segment_state",
+                           cand))
+    for block_n, occupancy in ((32, 4), (64, 4), (64, 2), (128, None), (128, 1)):
+        cand = dataclasses.replace(chk, block_n=min(block_n, spec.dstate), occupancy=occupancy)
+        if cand != chk:
+            out.append(one(f"chunked n{cand.block_n} occ{occupancy}", "chunked-state", "chunk_state", cand))
+    for block_p, block_n, step in ((16, 64, 4), (16, 64, 16), (16, 128, 8), (32, 64, 8), (8, 64, 8)):
+        cand = dataclasses.replace(scan, block_p=min(block_p, spec.headdim), block_n=min(block_n, spec.dstate),
+                                   step=step)
+        if cand != scan:
+            out.append(one(f"chunked scan p{cand.block_p} n{cand.block_n} s{step}", "chunked-state", "segment_scan",
                            cand))
     for cand in (dataclasses.replace(co, occupancy=None), dataclasses.replace(co, block_n=min(64, spec.dstate)),
                  *(dataclasses.replace(co, block_h=h) for h in (2, 4, 8))):
         if cand != co:
             out.append(one(f"chunk_out n{cand.block_n} occ{cand.occupancy} h{cand.block_h}", "default", "chunk_out",
                            cand))
-    return [c for c in out if only is None or c[0].startswith(tuple(only)) or c[0] == "default"]
+    sp = base.state_pass
+    for block_p, block_n in ((64, 32), (64, 64), (64, 128), (32, 64), (16, 64), (32, 128)):
+        cand = dataclasses.replace(sp, swap_ab=True, block_p=min(block_p, spec.headdim),
+                                   block_n=min(block_n, spec.dstate))
+        if cand != sp:
+            out.append(one(f"serial walk swap p{cand.block_p} n{cand.block_n}", "serial-state", "state_pass", cand))
+    for block_n, occupancy in ((64, 2), (64, 4), (128, None)):
+        cand = dataclasses.replace(seg, swap_ab=True, block_n=min(block_n, spec.dstate), occupancy=occupancy)
+        out.append(one(f"segmented walk swap n{cand.block_n} occ{occupancy}", "segmented-state", "segment_state", cand))
+    for cand in (dataclasses.replace(co, occupancy=3), dataclasses.replace(co, latency=2),
+                 dataclasses.replace(co, latency=8)):
+        out.append(one(f"chunk_out n{cand.block_n} occ{cand.occupancy} lat{cand.latency}", "default", "chunk_out",
+                       cand))
+    buf = dataclasses.replace(co, cb_buffer=True)
+    for cand in (buf, dataclasses.replace(buf, occupancy=None), dataclasses.replace(buf, occupancy=1),
+                 dataclasses.replace(buf, block_n=min(64, spec.dstate)), dataclasses.replace(buf, block_h=2)):
+        out.append(one(f"both: chunked, cb-buffer n{cand.block_n} occ{cand.occupancy} h{cand.block_h}",
+                       "chunked-state", "chunk_out", cand))
+    unique = {name: (name, variant, cfgs) for name, variant, cfgs in out}
+    return [c for c in unique.values() if only is None or c[0].startswith(tuple(only)) or c[0] == "default"]
 
 
 def main(argv: list[str] | None = None) -> int:
