@@ -126,16 +126,21 @@ def test_a_signal_stops_the_compile_phase_and_its_processes(signame: str) -> Non
 def test_compile_phase_processes_take_the_gpus_in_turn(monkeypatch: pytest.MonkeyPatch) -> None:
     import multiprocessing
 
+    # _take_gpu writes os.environ (it runs in each new worker): here it gets a stand-in, so that no
+    # CUDA_VISIBLE_DEVICES it sets outlives the test. On a GPU machine a leaked one would hide the GPU from every
+    # later CUDA start in this process.
+    environ = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    monkeypatch.setattr(precompile.os, "environ", environ)
     counter = multiprocessing.get_context("spawn").Value("i", 0)
     seen = []
     for _ in range(5):
-        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+        environ.pop("CUDA_VISIBLE_DEVICES", None)
         precompile._take_gpu(["3", "5"], counter)
-        seen.append(os.environ["CUDA_VISIBLE_DEVICES"])
+        seen.append(environ["CUDA_VISIBLE_DEVICES"])
     assert seen == ["3", "5", "3", "5", "3"]
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    environ.pop("CUDA_VISIBLE_DEVICES")
     precompile._take_gpu([], counter)  # no GPU: nothing set
-    assert "CUDA_VISIBLE_DEVICES" not in os.environ
+    assert "CUDA_VISIBLE_DEVICES" not in environ
 
 
 def test_compile_phase_starts_a_process_per_gpu_at_least() -> None:

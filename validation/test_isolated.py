@@ -122,7 +122,8 @@ PARENT = textwrap.dedent("""
 def _start_parent(folder: Path) -> subprocess.Popen:
     parent = subprocess.Popen([sys.executable, "-c", PARENT, str(folder)], cwd=ROOT, start_new_session=True,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+                              env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                                  p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)})
     try:
         _wait_for(lambda: len(_pids(folder)) >= 3 or parent.poll() is not None, 120,
                   "the two workers and the child did not start")

@@ -41,7 +41,9 @@ def _group_alive(pgid: int) -> list[str]:
 @pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
 def test_a_signal_to_nox_alone_stops_the_session_and_keeps_what_finished(signame: str, tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    env = {**os.environ, "SSD_RUN_DIR": str(run_dir), "PYTHONPATH": str(ROOT)}
+    # The project first, and whatever path this interpreter was given (where nox may live) after it.
+    pythonpath = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "SSD_RUN_DIR": str(run_dir), "PYTHONPATH": pythonpath}
     command = [sys.executable, "-m", "nox", "--no-venv", "-f", str(ROOT / "noxfile.py"), "--envdir",
                str(tmp_path / ".nox"), "-s", "correctness"]
     nox = subprocess.Popen(command, cwd=ROOT, env=env, start_new_session=True, stdin=subprocess.DEVNULL,
