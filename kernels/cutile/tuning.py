@@ -134,7 +134,7 @@ def state_pass_kind(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: in
     """"segmented" or "serial": the state pass that measured faster on the H200 for this kind of shape.
 
     Whole forward, CUPTI, batch 4, 8 heads, headdim 64, chunk 128, bf16 (validation/bench/explore_cutile.py,
-    2026-12-01, reports/published/explore-20261201-issue13): dstate 128 to 512 serial for 16-bit inputs, the
+    2026-12-01, reports/published/0.1.0+20261201T082206Z-2fca4e2): dstate 128 to 512 serial for 16-bit inputs, the
     walk swapped from 256 on (16384 tokens: 459 against 718 us segmented at dstate 512; 1024 tokens: 41
     against 68; 65536: 1746 against 2764); dstate 128 serial (16384 tokens: 240 against 255 segmented and
     339 chunked); dstate 64 segmented past 8 chunks (16384 tokens: 192 vs 228 us) and serial up to 8 (1024
