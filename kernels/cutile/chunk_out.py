@@ -18,6 +18,19 @@ from kernels.cutile._launch import Launch, plan_launch
 from kernels.cutile.tuning import ChunkOutConfig
 
 
+def _cb_block(B, C, b, block, group, ntiles, BLOCK_M, BLOCK_N, LATENCY, MMA_DTYPE):
+    """C·Bᵀ of one diagonal (BLOCK_M x BLOCK_M) block, row block ``block`` of the sequence, in fp32; rows past
+    seqlen load as zeros."""
+    cb = ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32)
+    for n in range(ntiles):
+        Cm = ct.load(C, (b, block, group, n), shape=(1, BLOCK_M, 1, BLOCK_N),
+                     padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((BLOCK_M, BLOCK_N))
+        Bm = ct.load(B, (b, block, group, n), shape=(1, BLOCK_M, 1, BLOCK_N),
+                     padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((BLOCK_M, BLOCK_N))
+        cb = ct.mma(Cm.astype(MMA_DTYPE), Bm.transpose().astype(MMA_DTYPE), cb)
+    return cb
+
+
 def _rows_out(x, B, C, g, dtT, D, y, acc, cb, b, head, group, row_block, chunk, m, p_tile, ntiles,
               CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, LATENCY, MMA_DTYPE):
     """One head's BLOCK_M x BLOCK_P block of y, from ``acc`` = C·hᵀ of its entry state (not yet decayed)
@@ -48,13 +61,7 @@ def _rows_out(x, B, C, g, dtT, D, y, acc, cb, b, head, group, row_block, chunk, 
 
     # The diagonal block.
     if not C_ONCE:
-        cb = ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32)
-        for n in range(ntiles):
-            Cm = ct.load(C, (b, row_block, group, n), shape=(1, BLOCK_M, 1, BLOCK_N),
-                         padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((BLOCK_M, BLOCK_N))
-            Bm = ct.load(B, (b, row_block, group, n), shape=(1, BLOCK_M, 1, BLOCK_N),
-                         padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((BLOCK_M, BLOCK_N))
-            cb = ct.mma(Cm.astype(MMA_DTYPE), Bm.transpose().astype(MMA_DTYPE), cb)
+        cb = _cb_block(B, C, b, row_block, group, ntiles, BLOCK_M, BLOCK_N, LATENCY, MMA_DTYPE)
 
     # Causal mask on the decay itself: the future entries (i < j) have positive exponents, clamped
     # to 0 before exp2 and replaced by 0 after, so no Inf is ever formed, let alone multiplied by 0.
@@ -88,13 +95,7 @@ def _chunk_cb_kernel(
     ngroups = ct.astype(B.shape[2], ct.int32)
     ntiles = ct.astype(B.shape[3], ct.int32) // BLOCK_N
     group, chunk, b = ct.bid(0) % ngroups, ct.bid(0) // ngroups, ct.bid(1)
-    cb = ct.zeros((CHUNK, CHUNK), dtype=ct.float32)
-    for n in range(ntiles):
-        Cm = ct.load(C, (b, chunk, group, n), shape=(1, CHUNK, 1, BLOCK_N),
-                     padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((CHUNK, BLOCK_N))
-        Bm = ct.load(B, (b, chunk, group, n), shape=(1, CHUNK, 1, BLOCK_N),
-                     padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((CHUNK, BLOCK_N))
-        cb = ct.mma(Cm.astype(MMA_DTYPE), Bm.transpose().astype(MMA_DTYPE), cb)
+    cb = _cb_block(B, C, b, chunk, group, ntiles, CHUNK, BLOCK_N, LATENCY, MMA_DTYPE)
     ct.store(cbuf, (b, chunk, group, 0, 0), cb.reshape((1, 1, 1, CHUNK, CHUNK)))
 
 
