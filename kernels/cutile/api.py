@@ -70,9 +70,7 @@ def plan_forward(x, dt, A, B, C, D, initial_state, *, chunk_size: int, arch: str
     wide = variant.int64 == "all"
     x, dt, A, B, C, D, initial_state = (_dense(t) for t in (x, dt, A, B, C, D, initial_state))
     cumsum_launch, g, dtT = chunk_cumsum(dt, A, chunk_size=chunk_size, cfg=cfgs.chunk_cumsum, int64_everywhere=wide)
-    out_cfg = dataclasses.replace(cfgs.chunk_out, c_once=variant.c_once,
-                                  block_h=variant.cb_heads if variant.cb_heads > 1 else cfgs.chunk_out.block_h,
-                                  cb_buffer=cfgs.chunk_out.cb_buffer if variant.cb_buffer is None else variant.cb_buffer)
+    out_cfg = cfgs.chunk_out.with_variant(variant)
     kind = variant.state if variant.state != "auto" else tuning.state_pass_kind(arch, dims, x.dtype, chunk_size)
     if kind == "serial":
         walk_cfg = cfgs.state_pass if variant.swap_ab is None else dataclasses.replace(cfgs.state_pass,
@@ -106,11 +104,9 @@ def intermediate_traffic(dims: SSDDims, dtype: torch.dtype, chunk_size: int, arc
     # g and dtT: written by the cumsum, read by the state pass and by chunk_out.
     cumsum = 3 * 2 * tokens * dims.nheads * 4
     kind = variant.state if variant.state != "auto" else tuning.state_pass_kind(arch, dims, dtype, chunk_size)
-    out_cfg = tuning.chunk_out_config(arch, dims, dtype, chunk_size)
-    cb_buffer = (out_cfg.cb_buffer if variant.cb_buffer is None else variant.cb_buffer) and variant.c_once \
-        and chunk_size == out_cfg.block_m
+    out_cfg = tuning.chunk_out_config(arch, dims, dtype, chunk_size).with_variant(variant)
     cb, cb_how = 0, ""
-    if cb_buffer:
+    if out_cfg.cb_buffer and out_cfg.whole_chunks(chunk_size):
         # Written once, read by every head of the group.
         cb = dims.batch * nchunks * dims.ngroups * chunk_size * chunk_size * 4 * (1 + dims.nheads // dims.ngroups)
         cb_how = "; fp32 C·Bᵀ per chunk and group written once, read by each head"

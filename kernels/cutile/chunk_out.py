@@ -197,7 +197,7 @@ def _chunk_out_args(x, B, C, g, dtT, states, D, cbuf, y, cfg: ChunkOutConfig, ch
         cfg.block_n,
         cfg.block_h,
         has_D,
-        cfg.c_once and chunk_size == cfg.block_m,
+        cfg.whole_chunks(chunk_size),
         cb_buffer,
         cfg.latency,
     )
@@ -215,7 +215,7 @@ def chunk_out(x: torch.Tensor, B: torch.Tensor, C: torch.Tensor, g: torch.Tensor
     ngroups = B.shape[2]
     y = empty((batch, seqlen, nheads, headdim), dtype=x.dtype, device=x.device)
     has_D = D is not None
-    one_block = cfg.c_once and chunk_size == cfg.block_m
+    one_block = cfg.whole_chunks(chunk_size)
     if cfg.block_h > 1 and not (one_block and (nheads // ngroups) % cfg.block_h == 0):
         raise ValueError(f"chunk_out: block_h={cfg.block_h} needs c_once, block_m == chunk_size ({cfg.block_m} vs "
                          f"{chunk_size}) and to divide the {nheads // ngroups} heads of a group")

@@ -30,18 +30,6 @@ def state_tile(pid, ntiles, ptiles, nheads):
     return n_tile, p_tile, head, pid // (ntiles * ptiles * nheads)
 
 
-def _chunk_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile, CHUNK, BLOCK_P, BLOCK_N, LATENCY):
-    """One chunk's X (CHUNK, BLOCK_P), B (CHUNK, BLOCK_N), g and dt (CHUNK,). Rows past seqlen load as zeros:
-    with dt = 0 there too, the ragged tail adds nothing."""
-    X = ct.load(x, (b, chunk, head, p_tile), shape=(1, CHUNK, 1, BLOCK_P),
-                padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((CHUNK, BLOCK_P))
-    Bc = ct.load(B, (b, chunk, group, n_tile), shape=(1, CHUNK, 1, BLOCK_N),
-                 padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((CHUNK, BLOCK_N))
-    gc = ct.load(g, (b, head, chunk), shape=(1, 1, CHUNK)).reshape((CHUNK,))
-    dtc = ct.load(dtT, (b, head, chunk), shape=(1, 1, CHUNK)).reshape((CHUNK,))
-    return X, Bc, gc, dtc
-
-
 def _state_pass_kernel(
     x: ct.Array,                 # (batch, seqlen, nheads, headdim)
     B: ct.Array,                 # (batch, seqlen, ngroups, dstate)
@@ -103,18 +91,23 @@ def _state_pass_kernel(
         if STORE_DECAY:
             # Every state tile of the head stores the same d_c: identical values, so the duplicates are benign.
             ct.store(chunk_decay, (b, head, chunk), decay.reshape((1, 1, 1)))
-        X_k, B_k, g_k, dt_k = _chunk_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile,
-                                           CHUNK, BLOCK_P, BLOCK_N, LATENCY)
+        # Rows past seqlen load as zeros: with dt = 0 there too, the ragged tail adds nothing.
+        X = ct.load(x, (b, chunk, head, p_tile), shape=(1, CHUNK, 1, BLOCK_P),
+                    padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((CHUNK, BLOCK_P))
+        Bc = ct.load(B, (b, chunk, group, n_tile), shape=(1, CHUNK, 1, BLOCK_N),
+                     padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((CHUNK, BLOCK_N))
+        gc = ct.load(g, (b, head, chunk), shape=(1, 1, CHUNK)).reshape((CHUNK,))
+        dtc = ct.load(dtT, (b, head, chunk), shape=(1, 1, CHUNK)).reshape((CHUNK,))
         # g is padded with the last real token's value, so index CHUNK - 1 holds the chunk's total.
-        g_last = ct.extract(g_k, (CHUNK - 1,), shape=(1,))
+        g_last = ct.extract(gc, (CHUNK - 1,), shape=(1,))
         # In exact arithmetic g_last <= g; the cumsum's rounding may break that by an ulp of |g|,
         # which is huge when |g| is: clamp so that no exponent is ever positive.
-        weight = ct.exp2(ct.minimum(g_last - g_k, 0.0)) * dt_k
-        Bw = (B_k * weight.reshape((CHUNK, 1))).astype(MMA_DTYPE)
+        weight = ct.exp2(ct.minimum(g_last - gc, 0.0)) * dtc
+        Bw = (Bc * weight.reshape((CHUNK, 1))).astype(MMA_DTYPE)
         if SWAP_AB:
-            h = ct.mma(Bw.transpose(), X_k.astype(MMA_DTYPE), h * ct.exp2(g_last).reshape((1, 1)))
+            h = ct.mma(Bw.transpose(), X.astype(MMA_DTYPE), h * ct.exp2(g_last).reshape((1, 1)))
         else:
-            h = ct.mma(X_k.transpose().astype(MMA_DTYPE), Bw, h * ct.exp2(g_last).reshape((1, 1)))
+            h = ct.mma(X.transpose().astype(MMA_DTYPE), Bw, h * ct.exp2(g_last).reshape((1, 1)))
         # A sum of non-positive numbers: stays <= 0 under rounding.
         decay = decay + g_last
 

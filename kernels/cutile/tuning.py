@@ -8,7 +8,7 @@ Every field here becomes a compile-time constant of its kernel, so the export in
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -122,6 +122,16 @@ class ChunkOutConfig:
     occupancy: int | None = None
     c_once: bool = True       # build the diagonal C·Bᵀ block in the C·hᵀ loop, from the same C tiles
     cb_buffer: bool = False   # read C·Bᵀ from a per-(chunk, group) buffer (chunks of one row block only)
+
+    def whole_chunks(self, chunk_size: int) -> bool:
+        """Whether a program's rows are its whole chunk with C loaded once: what a shared or buffered C·Bᵀ
+        block needs."""
+        return self.c_once and chunk_size == self.block_m
+
+    def with_variant(self, variant: Variant) -> ChunkOutConfig:
+        """This configuration with what ``variant`` forces (C loaded once or not, C·Bᵀ shared or buffered)."""
+        return replace(self, c_once=variant.c_once, block_h=variant.cb_heads if variant.cb_heads > 1 else self.block_h,
+                       cb_buffer=self.cb_buffer if variant.cb_buffer is None else variant.cb_buffer)
     block_h: int = 1          # heads of one group per program, sharing one C·Bᵀ block (needs c_once)
 
 
