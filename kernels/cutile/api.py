@@ -58,7 +58,8 @@ def plan_forward(x, dt, A, B, C, D, initial_state, *, chunk_size: int, arch: str
         g, dtT  (batch, nheads, nchunks * chunk_size) fp32: log2-scaled in-chunk cumsum of A*dt, and dt,
                 head-major and token-contiguous, zero dt over a ragged tail;
         states  (batch, nheads, nchunks, headdim, dstate): each chunk's entry state (bf16 for bf16
-                inputs, else fp32; see state_pass.state_dtype), by the segment-parallel state pass
+                inputs, else fp32; see state_pass.state_dtype; (..., dstate, headdim) from a serial walk whose
+                configuration says ``states_t``), by the segment-parallel state pass
                 (kernels.cutile.segment_state; its fp32 segment states and decays besides; with segments of
                 one chunk, the "chunked" pass) or by one program per state tile walking every chunk
                 (kernels.cutile.state_pass);
@@ -73,18 +74,24 @@ def plan_forward(x, dt, A, B, C, D, initial_state, *, chunk_size: int, arch: str
     out_cfg = cfgs.chunk_out.with_variant(variant)
     kind = variant.state if variant.state != "auto" else tuning.state_pass_kind(arch, dims, x.dtype, chunk_size)
     if kind == "serial":
-        walk_cfg = cfgs.state_pass if variant.swap_ab is None else dataclasses.replace(cfgs.state_pass,
-                                                                                        swap_ab=variant.swap_ab)
+        walk_cfg = cfgs.state_pass
+        if variant.swap_ab is not None:  # the layout follows the walk unless the variant says otherwise
+            walk_cfg = dataclasses.replace(walk_cfg, swap_ab=variant.swap_ab,
+                                           states_t=variant.swap_ab and walk_cfg.states_t)
+        if variant.states_t is not None:
+            walk_cfg = dataclasses.replace(walk_cfg, states_t=variant.states_t)
         state_launch, states, final_state = state_pass(
             x, B, g, dtT, initial_state, chunk_size=chunk_size, cfg=walk_cfg, int64_everywhere=wide)
         state_launches = [state_launch]
+        states_t = walk_cfg.states_t
     else:
         state_launches, states, final_state = segment_state(
             x, B, g, dtT, initial_state, chunk_size=chunk_size,
             cfg=cfgs.chunk_state if kind == "chunked" else cfgs.segment_state,
             scan_cfg=cfgs.segment_scan, apply_cfg=cfgs.segment_apply, int64_everywhere=wide)
+        states_t = False
     out_launches, y = chunk_out(
-        x, B, C, g, dtT, states, D, A, chunk_size=chunk_size, cfg=out_cfg, int64_everywhere=wide)
+        x, B, C, g, dtT, states, D, A, chunk_size=chunk_size, cfg=out_cfg, states_t=states_t, int64_everywhere=wide)
     return [cumsum_launch, *state_launches, *out_launches], y, final_state
 
 

@@ -31,6 +31,14 @@ def _cb_block(B, C, b, block, group, ntiles, BLOCK_M, BLOCK_N, LATENCY, MMA_DTYP
     return cb
 
 
+def _state_t(states, b, head, chunk, p_tile, n, BLOCK_P, BLOCK_N, STATES_T):
+    """hᵀ's (BLOCK_N, BLOCK_P) tile of one head's chunk entry state, from either layout of the states."""
+    if STATES_T:
+        return ct.load(states, (b, head, chunk, n, p_tile), shape=(1, 1, 1, BLOCK_N, BLOCK_P)).reshape((BLOCK_N, BLOCK_P))
+    h = ct.load(states, (b, head, chunk, p_tile, n), shape=(1, 1, 1, BLOCK_P, BLOCK_N)).reshape((BLOCK_P, BLOCK_N))
+    return h.transpose()
+
+
 def _rows_out(x, B, C, g, dtT, D, y, acc, cb, b, head, group, row_block, chunk, m, p_tile, ntiles,
               CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, LATENCY, MMA_DTYPE):
     """One head's BLOCK_M x BLOCK_P block of y, from ``acc`` = C·hᵀ of its entry state (not yet decayed)
@@ -105,7 +113,7 @@ def _chunk_out_kernel(
     C: ct.Array,                 # (batch, seqlen, ngroups, dstate)
     g: ct.Array,                 # (batch, nheads, nchunks * CHUNK) fp32, from chunk_cumsum
     dtT: ct.Array,               # (batch, nheads, nchunks * CHUNK) fp32, from chunk_cumsum
-    states: ct.Array,            # (batch, nheads, nchunks, headdim, dstate): each chunk's entry state
+    states: ct.Array,            # (batch, nheads, nchunks, headdim, dstate), (..., dstate, headdim) if STATES_T
     D: ct.Array,                 # (nheads,) fp32; unread unless HAS_D
     cbuf: ct.Array,              # (batch, nchunks, ngroups, CHUNK, CHUNK) fp32: C·Bᵀ per chunk; unread unless CB_BUFFER
     y: ct.Array,                 # out (batch, seqlen, nheads, headdim)
@@ -117,6 +125,7 @@ def _chunk_out_kernel(
     HAS_D: ct.Constant[bool],
     C_ONCE: ct.Constant[bool],
     CB_BUFFER: ct.Constant[bool],
+    STATES_T: ct.Constant[bool],
     LATENCY: ct.Constant[int],
 ):
     """Grid (cdiv(seqlen, BLOCK_M) * nheads/BLOCK_H * headdim/BLOCK_P, batch): BLOCK_M rows x BLOCK_P
@@ -148,9 +157,8 @@ def _chunk_out_kernel(
     for n in range(ntiles):
         Cm = ct.load(C, (b, row_block, group, n), shape=(1, BLOCK_M, 1, BLOCK_N),
                      padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((BLOCK_M, BLOCK_N))
-        h = ct.load(states, (b, head0, chunk, p_tile, n),
-                    shape=(1, 1, 1, BLOCK_P, BLOCK_N)).reshape((BLOCK_P, BLOCK_N))
-        acc = ct.mma(Cm.astype(STATE_MMA_DTYPE), h.transpose().astype(STATE_MMA_DTYPE), acc)
+        hT = _state_t(states, b, head0, chunk, p_tile, n, BLOCK_P, BLOCK_N, STATES_T)
+        acc = ct.mma(Cm.astype(STATE_MMA_DTYPE), hT.astype(STATE_MMA_DTYPE), acc)
         if C_ONCE and not CB_BUFFER:
             Bm = ct.load(B, (b, row_block, group, n), shape=(1, BLOCK_M, 1, BLOCK_N),
                          padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((BLOCK_M, BLOCK_N))
@@ -172,15 +180,14 @@ def _chunk_out_kernel(
             for n in range(ntiles):
                 Cm = ct.load(C, (b, row_block, group, n), shape=(1, BLOCK_M, 1, BLOCK_N),
                              padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((BLOCK_M, BLOCK_N))
-                h = ct.load(states, (b, head0 + hh, chunk, p_tile, n),
-                            shape=(1, 1, 1, BLOCK_P, BLOCK_N)).reshape((BLOCK_P, BLOCK_N))
-                acc = ct.mma(Cm.astype(STATE_MMA_DTYPE), h.transpose().astype(STATE_MMA_DTYPE), acc)
+                hT = _state_t(states, b, head0 + hh, chunk, p_tile, n, BLOCK_P, BLOCK_N, STATES_T)
+                acc = ct.mma(Cm.astype(STATE_MMA_DTYPE), hT.astype(STATE_MMA_DTYPE), acc)
             _rows_out(x, B, C, g, dtT, D, y, acc, cb_shared, b, head0 + hh, group, row_block, chunk, m, p_tile,
                       ntiles, CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, LATENCY, MMA_DTYPE)
 
 
 def _chunk_out_args(x, B, C, g, dtT, states, D, cbuf, y, cfg: ChunkOutConfig, chunk_size: int, has_D: bool,
-                    cb_buffer: bool) -> tuple:
+                    cb_buffer: bool, states_t: bool) -> tuple:
     return (
         x,
         B,
@@ -199,15 +206,17 @@ def _chunk_out_args(x, B, C, g, dtT, states, D, cbuf, y, cfg: ChunkOutConfig, ch
         has_D,
         cfg.whole_chunks(chunk_size),
         cb_buffer,
+        states_t,
         cfg.latency,
     )
 
 
 def chunk_out(x: torch.Tensor, B: torch.Tensor, C: torch.Tensor, g: torch.Tensor, dtT: torch.Tensor,
               states: torch.Tensor, D: torch.Tensor | None, A: torch.Tensor, *, chunk_size: int,
-              cfg: ChunkOutConfig, int64_everywhere: bool = False) -> tuple[list[Launch], torch.Tensor]:
+              cfg: ChunkOutConfig, states_t: bool = False,
+              int64_everywhere: bool = False) -> tuple[list[Launch], torch.Tensor]:
     """Plan stage 3; returns its launches (C·Bᵀ per chunk and group first if ``cfg.cb_buffer``) and the
-    output y they fill (x's dtype and shape).
+    output y they fill (x's dtype and shape). ``states_t``: the states are laid out (..., dstate, headdim).
 
     ``A`` only stands in for a missing ``D`` (same shape and dtype), which the kernel then never reads.
     """
@@ -232,7 +241,8 @@ def chunk_out(x: torch.Tensor, B: torch.Tensor, C: torch.Tensor, g: torch.Tensor
         cbuf = states[:1, :1, :1]  # never read: any array of rank 5 (a small one, so it needs no int64 indexing)
     row_blocks = -(-seqlen // cfg.block_m)
     grid = (row_blocks * (nheads // cfg.block_h) * (headdim // cfg.block_p), batch)
-    args = _chunk_out_args(x, B, C, g, dtT, states, D if has_D else A, cbuf, y, cfg, chunk_size, has_D, cb_buffer)
+    args = _chunk_out_args(x, B, C, g, dtT, states, D if has_D else A, cbuf, y, cfg, chunk_size, has_D, cb_buffer,
+                           states_t)
     launches.append(plan_launch(_chunk_out_kernel, grid, args, occupancy=cfg.occupancy,
                                 int64_everywhere=int64_everywhere))
     return launches, y

@@ -49,6 +49,7 @@ def _state_pass_kernel(
     STORE_DECAY: ct.Constant[bool],
     STORE_END: ct.Constant[bool],
     SWAP_AB: ct.Constant[bool],
+    STATES_T: ct.Constant[bool],
     LATENCY: ct.Constant[int],
 ):
     """Grid (nseg * nheads * headdim/BLOCK_P * dstate/BLOCK_N, batch): one (BLOCK_P, BLOCK_N) tile of one
@@ -56,7 +57,8 @@ def _state_pass_kernel(
     state (FROM_ENTRY) or from zero. Segments are slowest, so the heads sharing a group's B run together.
     The flags are compile-time: a walk stores only what its pass needs. SWAP_AB carries the state
     transposed, hᵀ = (w B)ᵀ X, so that the operand computed in registers takes the matmul's first slot (the
-    post's swap)."""
+    post's swap). STATES_T: ``states`` holds each chunk state transposed, (dstate, headdim), the layout the
+    swapped walk carries, so that its per-chunk store is a plain tile store (chunk_out reads either layout)."""
     # bf16/fp16 operands run on the tensor cores as they are (HGMMA on sm_90); fp32 operands are cast
     # to tf32 on purpose: an fp32 ct.mma takes no tensor core path and spills.
     MMA_DTYPE = ct.static_eval(ct.tfloat32 if x.dtype == ct.float32 else x.dtype)
@@ -70,11 +72,13 @@ def _state_pass_kernel(
     group = head // (nheads // ngroups)
     first = seg * SEG_CHUNKS
 
-    # The carried tile: (BLOCK_P, BLOCK_N), or its transpose with SWAP_AB; state arrays are read and written
-    # through the permuted axis order, so they keep one layout.
+    # The carried tile: (BLOCK_P, BLOCK_N), or its transpose with SWAP_AB. The fp32 segment states (and the
+    # user's initial and final states) are (headdim, dstate): read and written through the permuted axis order
+    # when the tile is swapped. The chunk states are too unless STATES_T.
     SHAPE = ct.static_eval((BLOCK_N, BLOCK_P) if SWAP_AB else (BLOCK_P, BLOCK_N))
     SHAPE5 = ct.static_eval((1, 1, 1, BLOCK_N, BLOCK_P) if SWAP_AB else (1, 1, 1, BLOCK_P, BLOCK_N))
     ORDER = ct.static_eval((0, 1, 2, 4, 3) if SWAP_AB else (0, 1, 2, 3, 4))
+    STATES_ORDER = ct.static_eval((0, 1, 2, 4, 3) if SWAP_AB != STATES_T else (0, 1, 2, 3, 4))
     if SWAP_AB:
         t0, t1 = n_tile, p_tile
     else:
@@ -87,7 +91,7 @@ def _state_pass_kernel(
     for k in range(min(SEG_CHUNKS, nchunks - first)):
         chunk = first + k
         if STORE_STATES:
-            ct.store(states, (b, head, chunk, t0, t1), h.reshape(SHAPE5).astype(states.dtype), order=ORDER)
+            ct.store(states, (b, head, chunk, t0, t1), h.reshape(SHAPE5).astype(states.dtype), order=STATES_ORDER)
         if STORE_DECAY:
             # Every state tile of the head stores the same d_c: identical values, so the duplicates are benign.
             ct.store(chunk_decay, (b, head, chunk), decay.reshape((1, 1, 1)))
@@ -118,10 +122,10 @@ def _state_pass_kernel(
 
 def walk_args(x, B, g, dtT, *, seg_entry, states, chunk_decay, seg_end, seg_decay, chunk_size: int, block_p: int,
               block_n: int, seg_chunks: int, from_entry: bool, store_states: bool, store_decay: bool,
-              store_end: bool, latency: int, swap_ab: bool = False) -> tuple:
+              store_end: bool, latency: int, swap_ab: bool = False, states_t: bool = False) -> tuple:
     """``_state_pass_kernel``'s arguments, by name; a buffer a walk does not touch may be any array of its rank."""
     return (x, B, g, dtT, seg_entry, states, chunk_decay, seg_end, seg_decay, chunk_size, block_p, block_n,
-            seg_chunks, from_entry, store_states, store_decay, store_end, swap_ab, latency)
+            seg_chunks, from_entry, store_states, store_decay, store_end, swap_ab, states_t, latency)
 
 
 def walk_grid(x: torch.Tensor, B: torch.Tensor, nseg: int, block_p: int, block_n: int) -> tuple[int, int]:
@@ -143,11 +147,13 @@ def state_pass(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torch.Ten
                initial_state: torch.Tensor | None, *, chunk_size: int,
                cfg: StatePassConfig, int64_everywhere: bool = False) -> tuple[Launch, torch.Tensor, torch.Tensor]:
     """Plan stage 2 as one walk over the whole sequence; returns the launch, the chunk entry states and the
-    final state it fills."""
+    final state it fills. With ``cfg.states_t`` the chunk states are laid out (batch, nheads, nchunks, dstate,
+    headdim), each state transposed."""
     batch, seqlen, nheads, headdim = x.shape
     dstate = B.shape[3]
     nchunks = g.shape[2] // chunk_size
-    states = empty((batch, nheads, nchunks, headdim, dstate), dtype=state_dtype(x.dtype), device=x.device)
+    state_dims = (dstate, headdim) if cfg.states_t else (headdim, dstate)
+    states = empty((batch, nheads, nchunks, *state_dims), dtype=state_dtype(x.dtype), device=x.device)
     final_state = empty((batch, nheads, headdim, dstate), dtype=torch.float32, device=x.device)
     # One segment: the final state is its end state, the initial state its entry (read only if given).
     seg_end = final_state.unsqueeze(2)
@@ -156,7 +162,8 @@ def state_pass(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torch.Ten
     args = walk_args(x, B, g, dtT, seg_entry=seg_entry, states=states, chunk_decay=total_decay, seg_end=seg_end,
                      seg_decay=total_decay, chunk_size=chunk_size, block_p=cfg.block_p, block_n=cfg.block_n,
                      seg_chunks=WHOLE_SEQUENCE, from_entry=initial_state is not None, store_states=True,
-                     store_decay=False, store_end=True, latency=cfg.latency, swap_ab=cfg.swap_ab)
+                     store_decay=False, store_end=True, latency=cfg.latency, swap_ab=cfg.swap_ab,
+                     states_t=cfg.states_t)
     launch = plan_launch(_state_pass_kernel, walk_grid(x, B, 1, cfg.block_p, cfg.block_n), args,
                          occupancy=cfg.occupancy, int64_everywhere=int64_everywhere)
     return launch, states, final_state

@@ -42,6 +42,8 @@ class Variant:
     ``cb_buffer``: chunk_out reads C·Bᵀ from a buffer built once per (chunk, group) by its own kernel
     (None: the chooser's choice; False: each head builds its own on chip).
     ``swap_ab``: the serial walk's matmul swapped (None: the chooser's choice; False: never, same tiles).
+    ``states_t``: the serial walk's chunk states laid out transposed, (dstate, headdim) (None: the chooser's
+    choice; False: always (headdim, dstate), the swapped walk then storing them through a permuted axis order).
     ``cb_heads``: heads of a group that share one C·Bᵀ block in chunk_out (1: each head builds its own, the
     default; it must divide the heads of a group). Not yet measured: the shared block, held across the
     heads, spills registers on sm_90 (cuobjdump: about 1,700 local stores against 137 for one head).
@@ -53,6 +55,7 @@ class Variant:
     cb_buffer: bool | None = None
     cb_heads: int = 1
     swap_ab: bool | None = None
+    states_t: bool | None = None
 
 
 VARIANTS = {
@@ -63,6 +66,7 @@ VARIANTS = {
     "cb-inline": Variant(cb_buffer=False),
     "cb-buffer": Variant(cb_buffer=True),
     "no-swap": Variant(swap_ab=False),
+    "states-untransposed": Variant(states_t=False),
     "int64-all": Variant(int64="all"),
     "c-twice": Variant(c_once=False),
     "cb-shared-8": Variant(cb_heads=8),
@@ -88,6 +92,7 @@ class StatePassConfig:
     latency: int              # DRAM latency hint of the streamed x, B loads (1..10)
     occupancy: int | None = None
     swap_ab: bool = False     # carry the state transposed: the register-computed operand first in the matmul
+    states_t: bool = False    # lay the chunk states out transposed, (dstate, headdim), as the swapped walk carries them
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -182,7 +187,7 @@ def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: 
         target = TARGET_PROGRAMS.get(arch, TARGET_PROGRAMS["sm_90"])[2]
         while block_n > 64 and tiles * (dims.dstate // block_n) < target:
             block_n //= 2
-        return StatePassConfig(block_p=block_p, block_n=block_n, latency=8, swap_ab=True)
+        return StatePassConfig(block_p=block_p, block_n=block_n, latency=8, swap_ab=True, states_t=True)
     floor_n = min(dims.dstate, 32)
     target = TARGET_PROGRAMS.get(arch, TARGET_PROGRAMS["sm_90"])[0]
     while block_n > floor_n and tiles * (dims.dstate // block_n) < target:

@@ -46,7 +46,7 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None):
 
     out = [one("default", "default"), one("serial-state", "serial-state"), one("segmented-state", "segmented-state"),
            one("chunked-state", "chunked-state"), one("cb-inline", "cb-inline"), one("cb-buffer", "cb-buffer"),
-           one("no-swap", "no-swap")]
+           one("no-swap", "no-swap"), one("states-untransposed", "states-untransposed")]
     seg, chk, scan, co = base.segment_state, base.chunk_state, base.segment_scan, base.chunk_out
     for k, block_n, occupancy in ((8, 32, 4), (16, 32, 4), (32, 32, 4), (16, 64, 2), (8, 64, 2), (16, 128, None)):
         cand = dataclasses.replace(seg, seg_chunks=k, block_n=min(block_n, spec.dstate), occupancy=occupancy)
@@ -78,14 +78,28 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None):
         cand = dataclasses.replace(seg, swap_ab=True, block_n=min(block_n, spec.dstate), occupancy=occupancy)
         out.append(one(f"segmented walk swap n{cand.block_n} occ{occupancy}", "segmented-state", "segment_state", cand))
     for cand in (dataclasses.replace(co, occupancy=3), dataclasses.replace(co, latency=2),
-                 dataclasses.replace(co, latency=8)):
-        out.append(one(f"chunk_out n{cand.block_n} occ{cand.occupancy} lat{cand.latency}", "default", "chunk_out",
-                       cand))
+                 dataclasses.replace(co, latency=8), dataclasses.replace(co, occupancy=1),
+                 dataclasses.replace(co, block_m=64), dataclasses.replace(co, block_m=64, occupancy=4)):
+        name = f"chunk_out m{cand.block_m} n{cand.block_n} occ{cand.occupancy} lat{cand.latency}"
+        out.append(one(name, "default", "chunk_out", cand))
     buf = dataclasses.replace(co, cb_buffer=True)
     for cand in (buf, dataclasses.replace(buf, occupancy=None), dataclasses.replace(buf, occupancy=1),
                  dataclasses.replace(buf, block_n=min(64, spec.dstate)), dataclasses.replace(buf, block_h=2)):
         out.append(one(f"both: chunked, cb-buffer n{cand.block_n} occ{cand.occupancy} h{cand.block_h}",
                        "chunked-state", "chunk_out", cand))
+    # The serial walk's tiles, occupancy and latency hint around the chooser's (TileGym's tuned walk runs two
+    # programs per SM with narrower dstate tiles and a latency hint of 4).
+    for block_n, occupancy, latency in ((16, 2, 4), (16, 2, 8), (32, 2, 4), (32, 2, 8), (32, None, 4), (64, 2, 4),
+                                        (64, 2, 8), (128, 2, 8), (128, None, 4)):
+        cand = dataclasses.replace(sp, block_n=min(block_n, spec.dstate), occupancy=occupancy, latency=latency)
+        if cand != sp and (not sp.swap_ab or cand.block_n >= 64):  # the swapped walk's M: >= 64 for HGMMA
+            out.append(one(f"state n{cand.block_n} occ{occupancy} lat{latency}", "serial-state", "state_pass", cand))
+    for swap, block_n in ((not sp.swap_ab, 16), (not sp.swap_ab, 32), (not sp.swap_ab, 64)):
+        cand = dataclasses.replace(sp, swap_ab=swap, states_t=swap, block_n=min(block_n, spec.dstate), occupancy=2,
+                                   latency=4)
+        if not swap or cand.block_n >= 64:
+            out.append(one(f"state {'swap' if swap else 'noswap'} n{cand.block_n} occ2 lat4", "serial-state",
+                           "state_pass", cand))
     unique = {name: (name, variant, cfgs) for name, variant, cfgs in out}
     return [c for c in unique.values() if only is None or c[0].startswith(tuple(only)) or c[0] == "default"]
 
