@@ -42,8 +42,9 @@ class Variant:
     ``cb_buffer``: chunk_out reads C·Bᵀ from a buffer built once per (chunk, group) by its own kernel
     (None: the chooser's choice; False: each head builds its own on chip).
     ``swap_ab``: the serial walk's matmul swapped (None: the chooser's choice; False: never, same tiles).
-    ``states_t``: the serial walk's chunk states laid out transposed, (dstate, headdim) (None: the chooser's
-    choice; False: always (headdim, dstate), the swapped walk then storing them through a permuted axis order).
+    ``states_t``: the serial walk's chunk states laid out transposed, (dstate, headdim), so that the swapped walk
+    stores its tile as it carries it and chunk_out loads hᵀ directly (None: the chooser's choice, for now always
+    (headdim, dstate), the swapped walk storing through a permuted axis order). Not yet run on a GPU.
     ``cb_heads``: heads of a group that share one C·Bᵀ block in chunk_out (1: each head builds its own, the
     default; it must divide the heads of a group). Not yet measured: the shared block, held across the
     heads, spills registers on sm_90 (cuobjdump: about 1,700 local stores against 137 for one head).
@@ -66,7 +67,7 @@ VARIANTS = {
     "cb-inline": Variant(cb_buffer=False),
     "cb-buffer": Variant(cb_buffer=True),
     "no-swap": Variant(swap_ab=False),
-    "states-untransposed": Variant(states_t=False),
+    "states-transposed": Variant(states_t=True),
     "int64-all": Variant(int64="all"),
     "c-twice": Variant(c_once=False),
     "cb-shared-8": Variant(cb_heads=8),
@@ -187,7 +188,7 @@ def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: 
         target = TARGET_PROGRAMS.get(arch, TARGET_PROGRAMS["sm_90"])[2]
         while block_n > 64 and tiles * (dims.dstate // block_n) < target:
             block_n //= 2
-        return StatePassConfig(block_p=block_p, block_n=block_n, latency=8, swap_ab=True, states_t=True)
+        return StatePassConfig(block_p=block_p, block_n=block_n, latency=8, swap_ab=True)
     floor_n = min(dims.dstate, 32)
     target = TARGET_PROGRAMS.get(arch, TARGET_PROGRAMS["sm_90"])[0]
     while block_n > floor_n and tiles * (dims.dstate // block_n) < target:
