@@ -8,7 +8,7 @@ import os
 import pytest
 
 from reference import ProblemSpec
-from validation.bench import precompile
+from validation.bench import precompile, timing
 from validation.bench.flops import cost, floor_us
 from validation.bench.pytest_benchmark_json import convert
 from validation.bench.timing import Samples
@@ -55,6 +55,38 @@ def test_pytest_benchmark_file_carries_the_cupti_samples() -> None:
     assert bench["stats"]["median"] == pytest.approx(11e-6) and bench["stats"]["rounds"] == 3
     assert bench["extra_info"]["kernel_us"]["median"] == 11.0 and "samples" not in bench["extra_info"]["kernel_us"]
     json.dumps(doc)
+
+
+def _events(*reps: list[tuple[str, float]]) -> list:
+    """GPU activities as torch.profiler lists them: a flush before every rep and after the last."""
+    from types import SimpleNamespace
+
+    def event(name: str, us: float, start: float) -> SimpleNamespace:
+        return SimpleNamespace(name=name, time_range=SimpleNamespace(start=start, end=start + us))
+
+    flush, out, t = "at::native::bitwise_not_kernel", [], 0.0
+    for rep in reps:
+        out.append(event(flush, 50.0, t))
+        for name, us in rep:
+            t += 100.0
+            out.append(event(name, us, t))
+    return [*out, event(flush, 50.0, t + 100.0)]
+
+
+def test_per_kernel_times_of_ours_are_named_by_launch_order_not_by_cupti(monkeypatch: pytest.MonkeyPatch) -> None:
+    # CUPTI once reported our chunk_out under a TileGym kernel's name; with the launch plan, position decides.
+    borrowed = [("_chunk_cumsum_kernel_Kt1", 2.0), ("_state_pass_kernel_Kt1", 10.0), ("fwd_pass_state_kernel", 20.0)]
+    right = [("_chunk_cumsum_kernel_Kt1", 4.0), ("_state_pass_kernel_Kt1", 12.0), ("_chunk_out_kernel_Kt1", 22.0)]
+    monkeypatch.setattr(timing, "_gpu_events", lambda fn, reps, device: _events(borrowed, right, right))
+    plan = ["_chunk_cumsum_kernel", "_state_pass_kernel", "_chunk_out_kernel"]
+    assert timing.per_kernel_us(lambda: None, reps=3, device=None, launches=plan) == {
+        "_chunk_cumsum_kernel": 4.0, "_state_pass_kernel": 12.0, "_chunk_out_kernel": 22.0}
+    # Without a plan (the peers): CUPTI's names, cut at cuTile's mangling suffix.
+    assert timing.per_kernel_us(lambda: None, reps=3, device=None)["fwd_pass_state_kernel"] == 0.0
+    # A rep that launched something else than the plan is an error, never a mislabelled table.
+    monkeypatch.setattr(timing, "_gpu_events", lambda fn, reps, device: _events(right, right[:2]))
+    with pytest.raises(RuntimeError, match=r"a call launched 2 GPU activities .* its launch plan has 3"):
+        timing.per_kernel_us(lambda: None, reps=2, device=None, launches=plan)
 
 
 def test_compile_phase_starts_with_the_shortest_points_and_leaves_out_what_cannot_run() -> None:

@@ -4,6 +4,7 @@ Needs cuda.tile importable (the compile group), hence the marker; no GPU.
 """
 
 import dataclasses
+import inspect
 
 import pytest
 import torch
@@ -201,3 +202,33 @@ def test_cb_shared_variant_plans_one_program_per_group_of_heads_and_refuses_what
     with pytest.raises(ValueError, match=r"block_h=8 needs .* to divide the 2 heads of a group"):
         cutile_api.plan_forward(*meta_inputs(four_groups), chunk_size=128, arch="sm_90",
                                 variant=VARIANTS["cb-shared-8"])
+
+
+def test_launch_names_are_the_plan_of_the_variant_on_meta_tensors() -> None:
+    # What the benchmark names our per-kernel times by: the default at dstate 64 past 8 chunks (segmented), the
+    # serial variant's three kernels; real-sized inputs are planned on the meta device, nothing allocated.
+    x, dt, A, B, C, D, h0 = meta_inputs(SpecClass(SSDDims(4, 16384, 8, 64, 1, 64), torch.bfloat16, 128, True, False))
+    assert cutile_api.launch_names(x, dt, A, B, C, D, h0, chunk_size=128, arch="sm_90") == [
+        "_chunk_cumsum_kernel", "_state_pass_kernel", "_segment_scan_kernel", "_segment_apply_kernel",
+        "_chunk_out_kernel"]
+    assert cutile_api.launch_names(x, dt, A, B, C, D, h0, chunk_size=128, arch="sm_90", variant="serial-state") == [
+        "_chunk_cumsum_kernel", "_state_pass_kernel", "_chunk_out_kernel"]
+
+
+@pytest.mark.parametrize("variant,transposed", [("default", False), ("states-transposed", True), ("no-swap", False)])
+def test_the_chunk_states_layout_is_the_walks_and_chunk_out_is_told(variant, transposed) -> None:
+    # dstate 512 (swapped walk): (..., headdim, dstate) unless the variant lays them out transposed; the walk and
+    # chunk_out receive the same STATES_T constant, so one writes what the other reads.
+    spec = SpecClass(SSDDims(4, 16384, 8, 64, 1, 512), torch.bfloat16, 128, True, False)
+    launches, _, _ = cutile_api.plan_forward(*meta_inputs(spec), chunk_size=128, arch="sm_90",
+                                             variant=VARIANTS[variant])
+    by_name = {la.kernel._pyfunc.__name__: la for la in launches}
+    walk, out = by_name["_state_pass_kernel"], by_name["_chunk_out_kernel"]
+    walk_params = list(inspect.signature(walk.kernel._pyfunc).parameters)
+    out_params = list(inspect.signature(out.kernel._pyfunc).parameters)
+    states = walk.args[walk_params.index("states")]
+    assert states is out.args[out_params.index("states")]
+    assert tuple(states.shape[3:]) == ((512, 64) if transposed else (64, 512))
+    assert walk.args[walk_params.index("STATES_T")] is transposed
+    assert out.args[out_params.index("STATES_T")] is transposed
+    assert walk.args[walk_params.index("SWAP_AB")] is (variant != "no-swap")

@@ -17,7 +17,8 @@ from kernels.cutile.state_pass import state_dtype, state_pass
 from kernels.cutile.tuning import VARIANTS, Configs, Variant
 from reference.checks import SSDDims, check_inputs
 
-__all__ = ["ssd_fwd_cutile", "ssd_fwd_cutile_variant", "check_kernel_limits", "plan_forward", "intermediate_traffic"]
+__all__ = ["ssd_fwd_cutile", "ssd_fwd_cutile_variant", "check_kernel_limits", "plan_forward", "intermediate_traffic",
+           "launch_names"]
 
 _WHO = "ssd_fwd_cutile"
 
@@ -130,6 +131,18 @@ def intermediate_traffic(dims: SSDDims, dtype: torch.dtype, chunk_size: int, arc
         f"segmented state pass (segments of {K} chunks): {name} chunk states written, read and rewritten by "
         "the completion, read by chunk_out; fp32 segment states written, scanned, written; the cumsum's g "
         f"and dt written once, read twice{cb_how}")
+
+
+def launch_names(x, dt, A, B, C, D=None, initial_state=None, *, chunk_size: int = 128, arch: str,
+                 variant: str = "default", configs: Configs | None = None) -> list[str]:
+    """The kernels one call of ``ssd_fwd_cutile_variant(variant, configs=configs)`` launches on these inputs, in
+    launch order: the plan ``plan_forward`` makes for them on the meta device (nothing is allocated or
+    launched)."""
+    meta = [None if t is None else torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
+            for t in (x, dt, A, B, C, D, initial_state)]
+    launches, _, _ = plan_forward(*meta, chunk_size=chunk_size, arch=arch, variant=VARIANTS[variant],
+                                  configs=configs)
+    return [launch.kernel._pyfunc.__name__ for launch in launches]
 
 
 def _forward(x, dt, A, B, C, D, initial_state, chunk_size: int, variant: Variant, configs: Configs | None = None):

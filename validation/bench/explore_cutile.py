@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="+", default=None,
                         help="candidates whose name starts with one of these (and the default)")
     args = parser.parse_args(argv)
-    from kernels.cutile.api import ssd_fwd_cutile_variant
+    from kernels.cutile.api import launch_names, ssd_fwd_cutile_variant
 
     rows = []
     for seqlen in args.seqlen:
@@ -139,7 +139,10 @@ def main(argv: list[str] | None = None) -> int:
                 if not verdict.failures():
                     with domain_checked(inputs.dt, inputs.A, who="explore_cutile"):  # kernel time without the check
                         row["kernel_us"] = cupti_kernel_us(call, reps=args.reps, device=torch.device("cuda")).as_dict()
-                        row["per_kernel_us"] = per_kernel_us(call, reps=args.reps, device=torch.device("cuda"))
+                        names = launch_names(*inputs.as_args(), chunk_size=spec.chunk_size, arch="sm_90",
+                                             variant=variant, configs=cfgs)
+                        row["per_kernel_us"] = per_kernel_us(call, reps=args.reps, device=torch.device("cuda"),
+                                                             launches=names)
                 rows.append(row)
                 shown = (f"{row['kernel_us']['median']:8.1f} us " + " ".join(
                     f"{k.strip('_')[:14]}={v:.1f}" for k, v in row["per_kernel_us"].items())

@@ -135,6 +135,17 @@ def _design_floor(spec: ProblemSpec, c, ceilings: dict[str, float], variant: str
                                         tflops=ceilings["bf16_matmul_tflops"], extra_bytes=extra)}
 
 
+def _launches(spec: ProblemSpec, impl: str, variant: str | None, args: tuple) -> list[str] | None:
+    """Ours: the kernels one call launches, in order, from its launch plan (per_kernel_us names them by position,
+    since CUPTI may report a cuTile kernel under another's name). The peers: None (CUPTI's names)."""
+    if impl != "cutile":
+        return None
+    from kernels.cutile.api import launch_names  # imports cuda.tile: only where it runs
+
+    major, minor = torch.cuda.get_device_capability()
+    return launch_names(*args, chunk_size=spec.chunk_size, arch=f"sm_{major}{minor}", variant=variant or "default")
+
+
 def bench_point(spec: ProblemSpec, impls: list[str], ceilings: dict[str, float], reps: int,
                 triton_tuning: str = "headline", cutile_variants: tuple[str, ...] = ()) -> list[CaseRecord]:
     device = torch.device("cuda")
@@ -199,7 +210,7 @@ def bench_point(spec: ProblemSpec, impls: list[str], ceilings: dict[str, float],
             _warm(call, WARMUP_S)
             kernel = cupti_kernel_us(call, reps=reps, device=device)
             wall = wall_us(call, reps=reps, device=device)
-            per_kernel = per_kernel_us(call, reps=reps, device=device)
+            per_kernel = per_kernel_us(call, reps=reps, device=device, launches=_launches(spec, name, variant, args))
         measured.update(kernel_us=kernel.as_dict(), wall_us=wall.as_dict(), per_kernel_us=per_kernel,
                         floor_fraction=floors["floor_us"] / kernel.median, input_check_us=check_us)
         if "floor_design_us" in measured:

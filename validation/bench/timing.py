@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -85,23 +85,37 @@ def cupti_kernel_us(fn: Callable[[], object], *, reps: int, device: torch.device
     return Samples(per_rep)
 
 
-def per_kernel_us(fn: Callable[[], object], *, reps: int, device: torch.device) -> dict[str, float]:
+def per_kernel_us(fn: Callable[[], object], *, reps: int, device: torch.device,
+                  launches: Sequence[str] | None = None) -> dict[str, float]:
     """Median µs per call of each kernel of ``fn`` under CUPTI, L2 flushed before every rep (the breakdown of
-    kernel_us; names cut at cuTile's mangling suffix).
+    kernel_us).
 
-    The names are CUPTI's: on the H200 it sometimes reported a cuTile kernel of ours under the name of a
-    TileGym kernel run earlier in the same process. The times are right; a name may be borrowed.
+    ``launches``: the kernels one call launches, in order (for ours, from its launch plan). Each rep's GPU
+    activities are then named by their position, and a rep with another count of activities is an error. CUPTI's
+    own names are not trusted for them: on the H200 it reported a cuTile kernel of ours under the name of a
+    TileGym kernel run earlier in the same process. Without ``launches``: CUPTI's names, cut at cuTile's
+    mangling suffix.
     """
-    reps_seen: list[dict[str, float]] = []
+    reps_seen: list[list[tuple[str, float]]] = []
     for event in _gpu_events(fn, reps=reps, device=device):
         if _FLUSH_MARK in event.name:
-            reps_seen.append({})
+            reps_seen.append([])
             continue
-        name = event.name.split("_Kt")[0][:80]
-        reps_seen[-1][name] = reps_seen[-1].get(name, 0.0) + event.time_range.end - event.time_range.start
+        reps_seen[-1].append((event.name.split("_Kt")[0][:80], event.time_range.end - event.time_range.start))
     reps_seen = [r for r in reps_seen if r]
-    names = sorted({n for r in reps_seen for n in r})
-    return {n: statistics.median(r.get(n, 0.0) for r in reps_seen) for n in names}
+    totals: list[dict[str, float]] = []
+    for rep in reps_seen:
+        if launches is not None and len(rep) != len(launches):
+            raise RuntimeError(f"per_kernel_us: a call launched {len(rep)} GPU activities "
+                               f"({[name for name, _ in rep]}); its launch plan has {len(launches)} "
+                               f"({list(launches)})")
+        names = list(launches) if launches is not None else [name for name, _ in rep]
+        total: dict[str, float] = {}
+        for name, (_, us) in zip(names, rep, strict=True):
+            total[name] = total.get(name, 0.0) + us
+        totals.append(total)
+    names = sorted({n for r in totals for n in r})
+    return {n: statistics.median(r.get(n, 0.0) for r in totals) for n in names}
 
 
 def wall_us(fn: Callable[[], object], *, reps: int, device: torch.device) -> Samples:
