@@ -11,6 +11,7 @@ import importlib.util
 import inspect
 import os
 import subprocess
+from collections import Counter
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -30,55 +31,61 @@ def _require_cuda_tile() -> None:
                     pytrace=False)
 
 
-def _cases() -> list[tuple[str, object, str]]:
-    """(arch, class, stage) triples, by name only, so collection needs no compiler."""
+def _cases() -> list[tuple[str, object, str, int]]:
+    """(arch, class, kernel name, which) for every distinct launch, by name and rank among the class's launches of
+    that kernel (a class may launch one kernel under two signatures), so collection needs no compiler."""
     if importlib.util.find_spec("cuda.tile") is None:
-        return [("none", None, "cuda.tile missing")]
+        return [("none", None, "cuda.tile missing", 0)]
     from kernels.cutile.export import CLASSES_BY_ARCH, launches
 
-    return [(arch, spec, kernel._pyfunc.__name__) for arch in ARCHS
-            for spec, kernel, _ in launches(arch, CLASSES_BY_ARCH[arch])]
+    cases, seen = [], Counter()
+    for arch in ARCHS:
+        for spec, kernel, _ in launches(arch, CLASSES_BY_ARCH[arch]):
+            key = (arch, spec.name, kernel._pyfunc.__name__)
+            cases.append((arch, spec, kernel._pyfunc.__name__, seen[key]))
+            seen[key] += 1
+    return cases
 
 
 _CASES = _cases()
 
 
-def _case_id(case: tuple[str, object, str]) -> str:
-    arch, spec, kernel_name = case
+def _case_id(case: tuple[str, object, str, int]) -> str:
+    arch, spec, kernel_name, which = case
     stage = kernel_name.removeprefix("_").removesuffix("_kernel")
-    return f"{arch}-{getattr(spec, 'name', 'none')}-{stage}"
+    return f"{arch}-{getattr(spec, 'name', 'none')}-{stage}{f'-{which + 1}' if which else ''}"
 
 
-def _export(arch: str, spec, kernel_name: str, path: Path) -> Path:
+def _export(arch: str, spec, kernel_name: str, which: int, path: Path) -> Path:
     """Export one kernel of one class (in a worker process: kernel objects do not pickle)."""
     from cuda.tile.compilation import export_kernel
 
     from kernels.cutile.export import launches
 
-    [(kernel, signature)] = [(k, s) for _, k, s in launches(arch, (spec,)) if k._pyfunc.__name__ == kernel_name]
+    kernel, signature = [(k, s) for _, k, s in launches(arch, (spec,)) if k._pyfunc.__name__ == kernel_name][which]
     export_kernel(kernel, [signature], str(path), gpu_code=arch, output_format="cubin")
     return path
 
 
 @pytest.fixture(scope="session")
-def cubins(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str, str], Future]:
-    """Start every export at once; maps (arch, class name, kernel name) to a future of the cubin path."""
+def cubins(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str, str, int], Future]:
+    """Start every export at once; maps (arch, class name, kernel name, which) to a future of the cubin path."""
     _require_cuda_tile()
     out = tmp_path_factory.mktemp("cubins")
     # Workers start with the disk cache off, so that every export runs the compiler instead of
     # returning a cubin cached by an earlier run (cuda.tile reads this variable on import).
     with isolated.Pool(os.cpu_count() or 2, env={"CUDA_TILE_CACHE_DIR": "off"}) as pool:
         futures = {}
-        for arch, spec, kernel_name in _CASES:
-            path = out / f"{arch}-{spec.name}-{kernel_name}.cubin"
-            futures[(arch, spec.name, kernel_name)] = pool.submit(_export, arch, spec, kernel_name, path)
+        for arch, spec, kernel_name, which in _CASES:
+            path = out / f"{arch}-{spec.name}-{kernel_name}-{which}.cubin"
+            futures[(arch, spec.name, kernel_name, which)] = pool.submit(_export, arch, spec, kernel_name, which, path)
         yield futures
 
 
 @pytest.mark.parametrize("case", _CASES, ids=[_case_id(c) for c in _CASES])
 def test_kernel_exports_to_cubin(case, cubins) -> None:
-    arch, spec, kernel_name = case
-    path: Path = cubins[(arch, spec.name, kernel_name)].result()
+    arch, spec, kernel_name, which = case
+    path: Path = cubins[(arch, spec.name, kernel_name, which)].result()
     assert path.stat().st_size > 0, f"{kernel_name} for {arch} ({spec.name}) exported an empty cubin"
 
 
@@ -105,10 +112,10 @@ def test_bf16_matmuls_lower_to_hgmma_on_sm90(kernel_name, cubins) -> None:
     # so the claim is made for the classes with headdim >= 64, the post's headline among them.
     # The default picks the serial or the segmented state pass by shape: check the classes that launch it.
     classes = [s for s in CLASSES_BY_ARCH["sm_90"] if s.dtype == torch.bfloat16 and s.dims.headdim >= 64
-               and ("sm_90", s.name, kernel_name) in cubins]
+               and ("sm_90", s.name, kernel_name, 0) in cubins]
     assert classes, f"no bf16 class with headdim >= 64 launches {kernel_name}"
     for spec in classes:
-        path = cubins[("sm_90", spec.name, kernel_name)].result()
+        path = cubins[("sm_90", spec.name, kernel_name, 0)].result()
         sass = subprocess.run([_cuobjdump(), "-sass", str(path)], check=True, capture_output=True, text=True).stdout
         assert "HGMMA" in sass, f"{kernel_name} ({spec.name}) has no HGMMA in its sm_90 SASS"
 

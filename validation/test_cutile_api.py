@@ -146,10 +146,10 @@ def _wide(launch) -> set[str]:
     return set(_wide_params(launch.kernel))
 
 
-@pytest.mark.parametrize("variant", ["default", "serial-state", "segmented-state"])
+@pytest.mark.parametrize("variant", ["states-int64", "segmented-state"])
 def test_int64_indexing_only_on_the_arrays_past_2_31(variant) -> None:
-    # 256K tokens x dstate 512 (the sweep's largest point): only the chunk-state buffer reaches 2**31
-    # elements (4 * 8 * 2048 * 64 * 512); x, B, C, y stay below and keep int32 offsets.
+    # 256K tokens x dstate 512 (the sweep's largest point) with the chunk states in one buffer: only that buffer
+    # reaches 2**31 elements (4 * 8 * 2048 * 64 * 512); x, B, C, y stay below and keep int32 offsets.
     x, dt, A, B, C, D, h0 = meta_inputs(SpecClass(SSDDims(4, 2**18, 8, 64, 1, 512), torch.bfloat16, 128, True, False))
     launches, _, _ = cutile_api.plan_forward(x, dt, A, B, C, D, h0, chunk_size=128, arch="sm_90",
                                              variant=VARIANTS[variant])
@@ -161,6 +161,35 @@ def test_int64_indexing_only_on_the_arrays_past_2_31(variant) -> None:
         assert wide["_segment_scan_kernel"] == set()
     assert wide["_chunk_out_kernel"] == {"states"}
     assert wide["_chunk_cumsum_kernel"] == set()
+
+
+@pytest.mark.parametrize("variant", ["default", "serial-state", "states-transposed"])
+def test_chunk_states_past_2_31_come_in_int32_parts_walked_in_one_chain(variant) -> None:
+    # The same point with the serial walk: two parts of 1024 chunks (2**30 elements each), a walk and a chunk_out
+    # launch per part on views of the inputs, no int64 anywhere; the second walk starts from the first's end.
+    x, dt, A, B, C, D, h0 = meta_inputs(SpecClass(SSDDims(4, 2**18, 8, 64, 1, 512), torch.bfloat16, 128, True, False))
+    launches, y, final_state = cutile_api.plan_forward(x, dt, A, B, C, D, h0, chunk_size=128, arch="sm_90",
+                                                       variant=VARIANTS[variant])
+    assert [la.kernel._pyfunc.__name__ for la in launches] == [
+        "_chunk_cumsum_kernel", "_state_pass_kernel", "_state_pass_kernel", "_chunk_out_kernel", "_chunk_out_kernel"]
+    assert all(_wide(la) == set() for la in launches)
+    walks, outs = launches[1:3], launches[3:]
+    param = {name: i for i, name in enumerate(inspect.signature(walks[0].kernel._pyfunc).parameters)}
+    out_param = {name: i for i, name in enumerate(inspect.signature(outs[0].kernel._pyfunc).parameters)}
+    half = 2**17  # tokens per part
+    for k, (walk, out) in enumerate(zip(walks, outs, strict=True)):
+        states = walk.args[param["states"]]
+        assert states.shape[2] == 1024 and states.numel() == 2**30
+        assert out.args[out_param["states"]] is states
+        for name in ("x", "B"):  # views of the part's tokens, not copies
+            view = walk.args[param[name]]
+            assert view.shape[1] == half and view.storage_offset() == k * half * view.stride(1)
+        assert out.args[out_param["y"]].storage_offset() == k * half * y.stride(1)
+    first_end, second_entry = walks[0].args[param["seg_end"]], walks[1].args[param["seg_entry"]]
+    assert walks[0].args[param["FROM_ENTRY"]] is False and walks[1].args[param["FROM_ENTRY"]] is True
+    # (each a one-segment view, unsqueeze(2), of a (batch, nheads, headdim, dstate) fp32 state)
+    assert second_entry._base is first_end._base and first_end.dtype == torch.float32
+    assert walks[1].args[param["seg_end"]]._base is final_state and first_end._base is not final_state
 
 
 def test_int64_all_variant_widens_every_array_of_a_kernel_that_needs_it() -> None:

@@ -40,6 +40,23 @@ def needs_int64(*tensors: torch.Tensor) -> bool:
     return False
 
 
+def int32_parts(n: int, elems_per_item: int) -> list[tuple[int, int]]:
+    """[start, stop) ranges that split ``n`` items, ``elems_per_item`` elements each, into as few balanced parts as
+    keep each part under the int32 span: one part, (0, n), when the whole fits.
+
+    A buffer past 2**31 elements needs int64 indexing, which costs a kernel more than its address arithmetic: on
+    sm_90 an int64-indexed array's tiles are moved by plain loads and stores instead of the tensor memory
+    accelerator (TMA), as the state pass's exported SASS shows. Allocated as separate parts, each indexed with
+    int32, they keep it. An item that alone passes the span is not split further: one part, int64 indexed.
+    """
+    if elems_per_item >= _INT32_SPAN:
+        return [(0, n)]
+    per_part = max(1, (_INT32_SPAN - 1) // max(1, elems_per_item))
+    parts = -(-n // per_part)
+    size = -(-n // parts) if parts else n
+    return [(start, min(start + size, n)) for start in range(0, n, size)] if n else [(0, 0)]
+
+
 def wide_params(pyfunc: types.FunctionType, args: tuple, *, everywhere: bool = False) -> frozenset[str]:
     """The names of ``pyfunc``'s array parameters that need int64 indexing for these launch ``args``.
 

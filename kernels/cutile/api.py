@@ -60,7 +60,8 @@ def plan_forward(x, dt, A, B, C, D, initial_state, *, chunk_size: int, arch: str
                 head-major and token-contiguous, zero dt over a ragged tail;
         states  (batch, nheads, nchunks, headdim, dstate): each chunk's entry state (bf16 for bf16
                 inputs, else fp32; see state_pass.state_dtype; (..., dstate, headdim) from a serial walk whose
-                configuration says ``states_t``), by the segment-parallel state pass
+                configuration says ``states_t``; past 2**31 elements, the serial walk's come in parts of
+                consecutive chunks that each fit int32 indexing), by the segment-parallel state pass
                 (kernels.cutile.segment_state; its fp32 segment states and decays besides; with segments of
                 one chunk, the "chunked" pass) or by one program per state tile walking every chunk
                 (kernels.cutile.state_pass);
@@ -81,16 +82,16 @@ def plan_forward(x, dt, A, B, C, D, initial_state, *, chunk_size: int, arch: str
                                            states_t=variant.swap_ab and walk_cfg.states_t)
         if variant.states_t is not None:
             walk_cfg = dataclasses.replace(walk_cfg, states_t=variant.states_t)
-        state_launch, states, final_state = state_pass(
-            x, B, g, dtT, initial_state, chunk_size=chunk_size, cfg=walk_cfg, int64_everywhere=wide)
-        state_launches = [state_launch]
+        state_launches, states, final_state = state_pass(
+            x, B, g, dtT, initial_state, chunk_size=chunk_size, cfg=walk_cfg, int64_everywhere=wide,
+            split=variant.split_states)
         states_t = walk_cfg.states_t
     else:
-        state_launches, states, final_state = segment_state(
+        state_launches, whole, final_state = segment_state(
             x, B, g, dtT, initial_state, chunk_size=chunk_size,
             cfg=cfgs.chunk_state if kind == "chunked" else cfgs.segment_state,
             scan_cfg=cfgs.segment_scan, apply_cfg=cfgs.segment_apply, int64_everywhere=wide)
-        states_t = False
+        states, states_t = [(0, whole)], False
     out_launches, y = chunk_out(
         x, B, C, g, dtT, states, D, A, chunk_size=chunk_size, cfg=out_cfg, states_t=states_t, int64_everywhere=wide)
     return [cumsum_launch, *state_launches, *out_launches], y, final_state

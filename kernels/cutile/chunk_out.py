@@ -212,13 +212,16 @@ def _chunk_out_args(x, B, C, g, dtT, states, D, cbuf, y, cfg: ChunkOutConfig, ch
 
 
 def chunk_out(x: torch.Tensor, B: torch.Tensor, C: torch.Tensor, g: torch.Tensor, dtT: torch.Tensor,
-              states: torch.Tensor, D: torch.Tensor | None, A: torch.Tensor, *, chunk_size: int,
+              states: list[tuple[int, torch.Tensor]], D: torch.Tensor | None, A: torch.Tensor, *, chunk_size: int,
               cfg: ChunkOutConfig, states_t: bool = False,
               int64_everywhere: bool = False) -> tuple[list[Launch], torch.Tensor]:
-    """Plan stage 3; returns its launches (C·Bᵀ per chunk and group first if ``cfg.cb_buffer``) and the
-    output y they fill (x's dtype and shape). ``states_t``: the states are laid out (..., dstate, headdim).
+    """Plan stage 3; returns its launches and the output y they fill (x's dtype and shape).
 
-    ``A`` only stands in for a missing ``D`` (same shape and dtype), which the kernel then never reads.
+    ``states``: the chunk entry states as parts ``(first chunk, buffer)`` covering the sequence in order (one part
+    unless the state pass split them to keep int32 indexing); each part gets its own launch, on views of x, B, C,
+    g, dt and y (C·Bᵀ per chunk and group first, if ``cfg.cb_buffer``). ``states_t``: the states are laid out
+    (..., dstate, headdim). ``A`` only stands in for a missing ``D`` (same shape and dtype), which the kernel
+    then never reads.
     """
     batch, seqlen, nheads, headdim = x.shape
     ngroups = B.shape[2]
@@ -231,18 +234,21 @@ def chunk_out(x: torch.Tensor, B: torch.Tensor, C: torch.Tensor, g: torch.Tensor
     # The buffer holds whole chunks: only when a program's rows are its whole chunk.
     cb_buffer = cfg.cb_buffer and one_block
     launches = []
-    if cb_buffer:
-        nchunks = g.shape[2] // chunk_size
-        cbuf = empty((batch, nchunks, ngroups, chunk_size, chunk_size), dtype=torch.float32, device=x.device)
-        launches.append(plan_launch(_chunk_cb_kernel, (nchunks * ngroups, batch),
-                                    (B, C, cbuf, chunk_size, cfg.block_n, cfg.latency), occupancy=None,
+    for first, part in states:
+        nchunks = part.shape[2]
+        tokens = slice(first * chunk_size, (first + nchunks) * chunk_size)
+        xs, Bs, Cs, ys, gs, dts = x[:, tokens], B[:, tokens], C[:, tokens], y[:, tokens], g[:, :, tokens], dtT[:, :, tokens]
+        if cb_buffer:
+            cbuf = empty((batch, nchunks, ngroups, chunk_size, chunk_size), dtype=torch.float32, device=x.device)
+            launches.append(plan_launch(_chunk_cb_kernel, (nchunks * ngroups, batch),
+                                        (Bs, Cs, cbuf, chunk_size, cfg.block_n, cfg.latency), occupancy=None,
+                                        int64_everywhere=int64_everywhere))
+        else:
+            cbuf = part[:1, :1, :1]  # never read: any array of rank 5 (a small one, so it needs no int64 indexing)
+        row_blocks = -(-xs.shape[1] // cfg.block_m)
+        grid = (row_blocks * (nheads // cfg.block_h) * (headdim // cfg.block_p), batch)
+        args = _chunk_out_args(xs, Bs, Cs, gs, dts, part, D if has_D else A, cbuf, ys, cfg, chunk_size, has_D,
+                               cb_buffer, states_t)
+        launches.append(plan_launch(_chunk_out_kernel, grid, args, occupancy=cfg.occupancy,
                                     int64_everywhere=int64_everywhere))
-    else:
-        cbuf = states[:1, :1, :1]  # never read: any array of rank 5 (a small one, so it needs no int64 indexing)
-    row_blocks = -(-seqlen // cfg.block_m)
-    grid = (row_blocks * (nheads // cfg.block_h) * (headdim // cfg.block_p), batch)
-    args = _chunk_out_args(x, B, C, g, dtT, states, D if has_D else A, cbuf, y, cfg, chunk_size, has_D, cb_buffer,
-                           states_t)
-    launches.append(plan_launch(_chunk_out_kernel, grid, args, occupancy=cfg.occupancy,
-                                int64_everywhere=int64_everywhere))
     return launches, y

@@ -24,6 +24,7 @@ from reference.checks import SSDDims, dtype_name
 _CT_DTYPES = {torch.bfloat16: ct.bfloat16, torch.float16: ct.float16, torch.float32: ct.float32}
 # Meta tensors start at address 0; real allocations are at least 256-byte aligned.
 _BASE_ALIGN = 16
+_DIVISOR_BYTES = 16
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,9 @@ def _spec(dtype: torch.dtype, chunk_size: int, headdim: int, dstate: int, *, D: 
 
 
 _BF16, _FP16, _FP32 = torch.bfloat16, torch.float16, torch.float32
-# x of 2**31 elements (batch 1, 2**21 tokens, 16 heads, headdim 64): int64 indexing.
+# x of 2**31 elements (batch 1, 2**21 tokens, 16 heads, headdim 64): int64 indexing on x and y where the chunk
+# states fit one int32-indexed buffer (fp32 at chunk 256), and the chunk states split in two parts, each walked
+# and read on int32-indexed views of x, where they do not (fp16's fp32 states at chunk 128).
 _BIG = {"batch": 1, "seqlen": 2**21, "nheads": 16, "ngroups": 1}
 
 # Every dtype x chunk pair once; across them every headdim and dstate, D and initial_state on and
@@ -92,12 +95,20 @@ def meta_inputs(spec: SpecClass) -> tuple:
 
 
 def _constraint(arg: object, index_dtype: ct.DType) -> ArrayConstraint | bool | int:
+    """What a launch on this tensor lets the compiler assume, as cuTile's dispatcher derives it from an array:
+    unit strides, strides that are whole multiples of 16 bytes, sizes that are multiples of 16. Without the two
+    divisibilities an export takes every tile load and store apart into 2-byte accesses, which a launch on the
+    GPU does not."""
     if not isinstance(arg, torch.Tensor):
         return arg  # compile-time constant
     unit_last = (None,) * (arg.dim() - 1) + (1,) if arg.stride(-1) == 1 else None
+    per16 = max(1, _DIVISOR_BYTES // arg.element_size())
     return ArrayConstraint(_CT_DTYPES[arg.dtype], arg.dim(), index_dtype=index_dtype,
                            stride_lower_bound_incl=0, alias_groups=(), may_alias_internally=False,
-                           stride_constant=unit_last, base_addr_divisible_by=_BASE_ALIGN)
+                           stride_constant=unit_last, base_addr_divisible_by=_BASE_ALIGN,
+                           stride_divisible_by=tuple(per16 if s % per16 == 0 else 1 for s in arg.stride()),
+                           shape_divisible_by=tuple(_DIVISOR_BYTES if n % _DIVISOR_BYTES == 0 else 1
+                                                    for n in arg.shape))
 
 
 def _wide_params(kernel: ct.kernel) -> frozenset[str]:

@@ -15,7 +15,7 @@ import cuda.tile as ct
 import torch
 
 from kernels.alloc import empty
-from kernels.cutile._launch import Launch, plan_launch
+from kernels.cutile._launch import Launch, int32_parts, plan_launch
 from kernels.cutile.tuning import StatePassConfig
 
 # SEG_CHUNKS of the serial pass: one segment longer than any sequence, one compiled kernel for every length.
@@ -144,26 +144,40 @@ def state_dtype(x_dtype: torch.dtype) -> torch.dtype:
 
 
 def state_pass(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torch.Tensor,
-               initial_state: torch.Tensor | None, *, chunk_size: int,
-               cfg: StatePassConfig, int64_everywhere: bool = False) -> tuple[Launch, torch.Tensor, torch.Tensor]:
-    """Plan stage 2 as one walk over the whole sequence; returns the launch, the chunk entry states and the
-    final state it fills. With ``cfg.states_t`` the chunk states are laid out (batch, nheads, nchunks, dstate,
-    headdim), each state transposed."""
+               initial_state: torch.Tensor | None, *, chunk_size: int, cfg: StatePassConfig,
+               int64_everywhere: bool = False,
+               split: bool = True) -> tuple[list[Launch], list[tuple[int, torch.Tensor]], torch.Tensor]:
+    """Plan stage 2 as a walk over the whole sequence; returns its launches, the chunk entry states as parts
+    ``(first chunk, buffer)`` and the final state they fill. With ``cfg.states_t`` the chunk states are laid out
+    (batch, nheads, chunks, dstate, headdim), each state transposed.
+
+    Chunk states past 2**31 elements are split (``split``) into parts of consecutive chunks that each fit int32
+    indexing (``int32_parts``): one walk per part, on views of x, B, g and dt, each starting from where the one
+    before ended (an fp32 state handed on in memory), so the walk stays one chain through the sequence. Otherwise,
+    and without ``split``, one walk and one buffer (int64-indexed past 2**31)."""
     batch, seqlen, nheads, headdim = x.shape
     dstate = B.shape[3]
     nchunks = g.shape[2] // chunk_size
     state_dims = (dstate, headdim) if cfg.states_t else (headdim, dstate)
-    states = empty((batch, nheads, nchunks, *state_dims), dtype=state_dtype(x.dtype), device=x.device)
+    ranges = int32_parts(nchunks, batch * nheads * headdim * dstate) if split else [(0, nchunks)]
     final_state = empty((batch, nheads, headdim, dstate), dtype=torch.float32, device=x.device)
-    # One segment: the final state is its end state, the initial state its entry (read only if given).
-    seg_end = final_state.unsqueeze(2)
-    seg_entry = initial_state.unsqueeze(2) if initial_state is not None else seg_end
-    total_decay = empty((batch, nheads, 1), dtype=torch.float32, device=x.device)
-    args = walk_args(x, B, g, dtT, seg_entry=seg_entry, states=states, chunk_decay=total_decay, seg_end=seg_end,
-                     seg_decay=total_decay, chunk_size=chunk_size, block_p=cfg.block_p, block_n=cfg.block_n,
-                     seg_chunks=WHOLE_SEQUENCE, from_entry=initial_state is not None, store_states=True,
-                     store_decay=False, store_end=True, latency=cfg.latency, swap_ab=cfg.swap_ab,
-                     states_t=cfg.states_t)
-    launch = plan_launch(_state_pass_kernel, walk_grid(x, B, 1, cfg.block_p, cfg.block_n), args,
-                         occupancy=cfg.occupancy, int64_everywhere=int64_everywhere)
-    return launch, states, final_state
+    total_decay = empty((batch, nheads, 1), dtype=torch.float32, device=x.device)  # stored, never read
+    launches, parts, entry = [], [], initial_state
+    for i, (first, stop) in enumerate(ranges):
+        states = empty((batch, nheads, stop - first, *state_dims), dtype=state_dtype(x.dtype), device=x.device)
+        end = final_state if i == len(ranges) - 1 else empty(final_state.shape, dtype=torch.float32, device=x.device)
+        tokens = slice(first * chunk_size, stop * chunk_size)
+        xs, Bs, gs, dts = x[:, tokens], B[:, tokens], g[:, :, tokens], dtT[:, :, tokens]
+        # One segment: its end state is the part's end, its entry the part's start (read only if there is one).
+        seg_end = end.unsqueeze(2)
+        seg_entry = entry.unsqueeze(2) if entry is not None else seg_end
+        args = walk_args(xs, Bs, gs, dts, seg_entry=seg_entry, states=states, chunk_decay=total_decay,
+                         seg_end=seg_end, seg_decay=total_decay, chunk_size=chunk_size, block_p=cfg.block_p,
+                         block_n=cfg.block_n, seg_chunks=WHOLE_SEQUENCE, from_entry=entry is not None,
+                         store_states=True, store_decay=False, store_end=True, latency=cfg.latency,
+                         swap_ab=cfg.swap_ab, states_t=cfg.states_t)
+        launches.append(plan_launch(_state_pass_kernel, walk_grid(xs, Bs, 1, cfg.block_p, cfg.block_n), args,
+                                    occupancy=cfg.occupancy, int64_everywhere=int64_everywhere))
+        parts.append((first, states))
+        entry = end
+    return launches, parts, final_state

@@ -45,6 +45,8 @@ class Variant:
     ``states_t``: the serial walk's chunk states laid out transposed, (dstate, headdim), so that the swapped walk
     stores its tile as it carries it and chunk_out loads hᵀ directly (None: the chooser's choice, for now always
     (headdim, dstate), the swapped walk storing through a permuted axis order). Not yet run on a GPU.
+    ``split_states``: the serial walk's chunk states, past 2**31 elements, in parts that each keep int32 indexing,
+    one walk and one chunk_out launch per part (False: one buffer, int64-indexed, as before).
     ``cb_heads``: heads of a group that share one C·Bᵀ block in chunk_out (1: each head builds its own, the
     default; it must divide the heads of a group). Not yet measured: the shared block, held across the
     heads, spills registers on sm_90 (cuobjdump: about 1,700 local stores against 137 for one head).
@@ -57,6 +59,7 @@ class Variant:
     cb_heads: int = 1
     swap_ab: bool | None = None
     states_t: bool | None = None
+    split_states: bool = True
 
 
 VARIANTS = {
@@ -68,7 +71,8 @@ VARIANTS = {
     "cb-buffer": Variant(cb_buffer=True),
     "no-swap": Variant(swap_ab=False),
     "states-transposed": Variant(states_t=True),
-    "int64-all": Variant(int64="all"),
+    "int64-all": Variant(int64="all", split_states=False),
+    "states-int64": Variant(split_states=False),
     "c-twice": Variant(c_once=False),
     "cb-shared-8": Variant(cb_heads=8),
 }
