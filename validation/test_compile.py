@@ -136,3 +136,55 @@ def test_launch_args_match_kernel_parameters(stage) -> None:
         params = inspect.signature(launch.kernel._pyfunc).parameters
         assert len(launch.args) == len(params), (
             f"{stage} passes {len(launch.args)} arguments for {len(params)} kernel parameters ({spec.name})")
+
+
+def _assumed(c) -> dict[str, tuple]:
+    """What an array constraint lets the compiler assume about strides, sizes and offsets, per axis."""
+    def per_axis(v, default):
+        return tuple(v) if isinstance(v, list | tuple) else (default if v is None else v,) * c.ndim
+
+    return {"stride_constant": per_axis(c.stride_constant, None),
+            "stride_divisible_by": per_axis(c.stride_divisible_by, 1),
+            "shape_divisible_by": per_axis(c.shape_divisible_by, 1), "index_dtype": (str(c.index_dtype),)}
+
+
+def test_exports_assume_what_a_launch_on_the_gpu_assumes() -> None:
+    """The compile check (and any SASS read from it) is only as good as its assumptions: for every class small
+    enough to allocate, each array argument of each launch must carry the stride, size and index-width
+    assumptions that cuTile's dispatcher derives from the same arguments on the GPU (base alignment aside: the
+    export assumes 16 bytes, a launch reads the pointer)."""
+    _require_cuda_tile()
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device: the dispatcher derives its assumptions from CUDA tensors "
+                    "(runs in `nox -s validate` on a GPU)")
+    import cuda.tile as ct
+    from cuda.tile.compilation import ArrayConstraint, CallingConvention, KernelSignature
+
+    from kernels.cutile.api import plan_forward
+    from kernels.cutile.export import SPEC_CLASSES, _constraint, _wide_params, meta_inputs
+
+    compared, differences = 0, []
+    for spec in SPEC_CLASSES:
+        meta = meta_inputs(spec)
+        if sum(t.numel() * t.element_size() for t in meta if t is not None) > 2**30:
+            continue  # the 2**31-element classes: their int64 choice is tested on meta tensors (test_cutile_api)
+        real = [None if t is None else torch.randn(t.shape, device="cuda").to(t.dtype) for t in meta]
+        planned = plan_forward(*meta, chunk_size=spec.chunk_size, arch="sm_90")[0]
+        launched = plan_forward(*real, chunk_size=spec.chunk_size, arch="sm_90")[0]
+        for ours, theirs in zip(planned, launched, strict=True):
+            names = list(inspect.signature(ours.kernel._pyfunc).parameters)
+            wide = _wide_params(ours.kernel)
+            derived = KernelSignature.from_kernel_args(theirs.kernel, theirs.args,
+                                                       CallingConvention.cutile_python_v1()).parameters
+            for name, arg, d in zip(names, ours.args, derived, strict=True):
+                if not isinstance(d, ArrayConstraint):
+                    continue
+                mine = _assumed(_constraint(arg, ct.int64 if name in wide else ct.int32))
+                compared += 1
+                if mine != _assumed(d):
+                    differences.append(f"{spec.name} {ours.kernel._pyfunc.__name__}.{name}: export {mine}, "
+                                       f"launch {_assumed(d)}")
+    assert compared, "no class small enough to compare"
+    assert not differences, "\n".join(differences[:20])
