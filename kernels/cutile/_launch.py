@@ -33,11 +33,14 @@ def needs_int64(*tensors: torch.Tensor) -> bool:
     The span (largest reachable offset + 1) covers strided views into a wider buffer as well as
     tensors of more than 2**31 elements.
     """
-    for t in tensors:
-        span = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True))
-        if span >= _INT32_SPAN or t.numel() >= _INT32_SPAN:
-            return True
-    return False
+    return any(_past_int32(tuple(t.shape), t.stride()) for t in tensors)
+
+
+@functools.lru_cache(maxsize=4096)
+def _past_int32(shape: tuple[int, ...], stride: tuple[int, ...]) -> bool:
+    # Cached by layout: the forward plans the same few layouts on every call.
+    span = 1 + sum((n - 1) * s for n, s in zip(shape, stride, strict=True))
+    return span >= _INT32_SPAN or math.prod(shape) >= _INT32_SPAN
 
 
 def int32_parts(n: int, elems_per_item: int) -> list[tuple[int, int]]:
@@ -57,6 +60,11 @@ def int32_parts(n: int, elems_per_item: int) -> list[tuple[int, int]]:
     return [(start, min(start + size, n)) for start in range(0, n, size)] if n else [(0, 0)]
 
 
+@functools.cache
+def _parameter_names(pyfunc: types.FunctionType) -> tuple[str, ...]:
+    return tuple(inspect.signature(pyfunc).parameters)
+
+
 def wide_params(pyfunc: types.FunctionType, args: tuple, *, everywhere: bool = False) -> frozenset[str]:
     """The names of ``pyfunc``'s array parameters that need int64 indexing for these launch ``args``.
 
@@ -64,7 +72,7 @@ def wide_params(pyfunc: types.FunctionType, args: tuple, *, everywhere: bool = F
     does not make x, B or C pay for 64-bit address arithmetic. ``everywhere`` (an ablation) widens every
     array parameter as soon as one needs it, the way a single index width for the whole kernel would.
     """
-    names = list(inspect.signature(pyfunc).parameters)
+    names = _parameter_names(pyfunc)
     wide = frozenset(name for name, arg in zip(names, args, strict=True)
                      if isinstance(arg, torch.Tensor) and needs_int64(arg))
     if everywhere and wide:

@@ -236,8 +236,12 @@ def chunk_out(x: torch.Tensor, B: torch.Tensor, C: torch.Tensor, g: torch.Tensor
     launches = []
     for first, part in states:
         nchunks = part.shape[2]
-        tokens = slice(first * chunk_size, (first + nchunks) * chunk_size)
-        xs, Bs, Cs, ys, gs, dts = x[:, tokens], B[:, tokens], C[:, tokens], y[:, tokens], g[:, :, tokens], dtT[:, :, tokens]
+        if len(states) == 1:
+            xs, Bs, Cs, ys, gs, dts = x, B, C, y, g, dtT
+        else:
+            tokens = slice(first * chunk_size, (first + nchunks) * chunk_size)
+            xs, Bs, Cs, ys = x[:, tokens], B[:, tokens], C[:, tokens], y[:, tokens]
+            gs, dts = g[:, :, tokens], dtT[:, :, tokens]
         if cb_buffer:
             cbuf = empty((batch, nchunks, ngroups, chunk_size, chunk_size), dtype=torch.float32, device=x.device)
             launches.append(plan_launch(_chunk_cb_kernel, (nchunks * ngroups, batch),

@@ -166,8 +166,11 @@ def state_pass(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torch.Ten
     for i, (first, stop) in enumerate(ranges):
         states = empty((batch, nheads, stop - first, *state_dims), dtype=state_dtype(x.dtype), device=x.device)
         end = final_state if i == len(ranges) - 1 else empty(final_state.shape, dtype=torch.float32, device=x.device)
-        tokens = slice(first * chunk_size, stop * chunk_size)
-        xs, Bs, gs, dts = x[:, tokens], B[:, tokens], g[:, :, tokens], dtT[:, :, tokens]
+        if len(ranges) == 1:
+            xs, Bs, gs, dts = x, B, g, dtT
+        else:
+            tokens = slice(first * chunk_size, stop * chunk_size)
+            xs, Bs, gs, dts = x[:, tokens], B[:, tokens], g[:, :, tokens], dtT[:, :, tokens]
         # One segment: its end state is the part's end, its entry the part's start (read only if there is one).
         seg_end = end.unsqueeze(2)
         seg_entry = entry.unsqueeze(2) if entry is not None else seg_end
