@@ -36,10 +36,10 @@ from validation.results import write_json_atomic
 _STAGES = ("state_pass", "chunk_out", "segment_state", "chunk_state", "segment_scan", "segment_apply")
 
 
-def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None):
+def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, arch: str = "sm_90"):
     """(name, variant, configs) around the default configuration, one stage at a time."""
     dims = SSDDims(spec.batch, spec.seqlen, spec.nheads, spec.headdim, spec.ngroups, spec.dstate)
-    base = tuning.choose("sm_90", dims, dtype, spec.chunk_size)
+    base = tuning.choose(arch, dims, dtype, spec.chunk_size)
 
     def one(name: str, variant: str, stage: str | None = None, cfg=None):
         return name, variant, base if stage is None else dataclasses.replace(base, **{stage: cfg})
@@ -115,13 +115,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from kernels.cutile.api import launch_names, ssd_fwd_cutile_variant
 
+    major, minor = torch.cuda.get_device_capability()
+    arch = f"sm_{major}{minor}"  # the choosers' configuration for this GPU, as the forward picks it
     rows = []
     for seqlen in args.seqlen:
         for dstate in args.dstate:
             spec = ProblemSpec(seqlen=seqlen, dstate=dstate, **POINT)
             inputs = spec.make_inputs("cuda")
             y_ref, state_ref = ssd_chunked(*inputs.as_args(), chunk_size=32)
-            for name, variant, cfgs in _candidates(spec, inputs.x.dtype, args.only):
+            for name, variant, cfgs in _candidates(spec, inputs.x.dtype, args.only, arch):
                 call = functools.partial(ssd_fwd_cutile_variant(variant, configs=cfgs), *inputs.as_args(),
                                          chunk_size=spec.chunk_size)
                 try:
@@ -139,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
                 if not verdict.failures():
                     with domain_checked(inputs.dt, inputs.A, who="explore_cutile"):  # kernel time without the check
                         row["kernel_us"] = cupti_kernel_us(call, reps=args.reps, device=torch.device("cuda")).as_dict()
-                        names = launch_names(*inputs.as_args(), chunk_size=spec.chunk_size, arch="sm_90",
+                        names = launch_names(*inputs.as_args(), chunk_size=spec.chunk_size, arch=arch,
                                              variant=variant, configs=cfgs)
                         row["per_kernel_us"] = per_kernel_us(call, reps=args.reps, device=torch.device("cuda"),
                                                              launches=names)
