@@ -245,7 +245,9 @@ def chunk_out_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: i
         # Occupancy 2: 357 -> 277 us at (16384 tokens, dstate 128) and 905 -> 849 us at dstate 512 on the H200
         # (validation/bench/explore_cutile.py, 2026-11-30). 64-wide dstate steps since C is loaded once: 226 ->
         # 214 us at dstate 512, 157 -> 151 at 256, 120 -> 119 at 128 (16384 tokens), 19 -> 16 us at (1024, 512)
-        # (explore_cutile, 2026-12-01). fp32 (tf32) keeps occupancy 1 until it is measured.
+        # (explore_cutile, 2026-12-01). fp32 (tf32) keeps occupancy 1 until it is measured. On sm_100 the CPU export
+        # of this configuration takes 168 registers and 183 KB of shared memory a program (sm_90: 128 and 108 KB),
+        # so two programs cannot share an SM there; no Blackwell GPU has measured what to choose instead.
         return ChunkOutConfig(block_m=block_m, block_p=block_p, block_n=min(dims.dstate, 64), latency=4, occupancy=2)
     return ChunkOutConfig(block_m=block_m, block_p=block_p, block_n=min(dims.dstate, 64), latency=4)
 
