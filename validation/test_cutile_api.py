@@ -203,6 +203,8 @@ def test_int64_all_variant_widens_every_array_of_a_kernel_that_needs_it() -> Non
 def test_unknown_variant_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match=r"unknown variant 'fast'"):
         cutile_api.ssd_fwd_cutile_variant("fast")
+    with pytest.raises(ValueError, match=r"unknown variant 'fast'; expected one of \['c-twice'"):
+        cutile_api.launch_names(*_inputs(), arch="sm_90", variant="fast")
 
 
 def test_intermediate_traffic_counts_the_chunk_states_of_the_state_pass_that_runs() -> None:

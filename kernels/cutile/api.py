@@ -134,6 +134,12 @@ def intermediate_traffic(dims: SSDDims, dtype: torch.dtype, chunk_size: int, arc
         f"and dt written once, read twice{cb_how}")
 
 
+def _variant(name: str) -> Variant:
+    if name not in VARIANTS:
+        raise ValueError(f"{_WHO}: unknown variant {name!r}; expected one of {sorted(VARIANTS)}")
+    return VARIANTS[name]
+
+
 def launch_names(x, dt, A, B, C, D=None, initial_state=None, *, chunk_size: int = 128, arch: str,
                  variant: str = "default", configs: Configs | None = None) -> list[str]:
     """The kernels one call of ``ssd_fwd_cutile_variant(variant, configs=configs)`` launches on these inputs, in
@@ -141,7 +147,7 @@ def launch_names(x, dt, A, B, C, D=None, initial_state=None, *, chunk_size: int 
     launched)."""
     meta = [None if t is None else torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
             for t in (x, dt, A, B, C, D, initial_state)]
-    launches, _, _ = plan_forward(*meta, chunk_size=chunk_size, arch=arch, variant=VARIANTS[variant],
+    launches, _, _ = plan_forward(*meta, chunk_size=chunk_size, arch=arch, variant=_variant(variant),
                                   configs=configs)
     return [launch.kernel._pyfunc.__name__ for launch in launches]
 
@@ -163,9 +169,7 @@ def _forward(x, dt, A, B, C, D, initial_state, chunk_size: int, variant: Variant
 def ssd_fwd_cutile_variant(name: str, *, configs: Configs | None = None):
     """``ssd_fwd_cutile`` with one of ``tuning.VARIANTS`` (an ablation that undoes one optimization), and with
     ``configs`` for every call's stages if given (``plan_forward``'s; None: the choosers')."""
-    if name not in VARIANTS:
-        raise ValueError(f"{_WHO}: unknown variant {name!r}; expected one of {sorted(VARIANTS)}")
-    variant = VARIANTS[name]
+    variant = _variant(name)
 
     def forward(x, dt, A, B, C, D=None, initial_state=None, chunk_size: int = 128):
         return _forward(x, dt, A, B, C, D, initial_state, chunk_size, variant, configs)
