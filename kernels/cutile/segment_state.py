@@ -130,7 +130,8 @@ def segment_state(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torch.
     local_args = walk_args(x, B, g, dtT, seg_entry=seg_entry, states=states, chunk_decay=chunk_decay,
                            seg_end=seg_state, seg_decay=seg_decay, chunk_size=chunk_size, block_p=cfg.block_p,
                            block_n=cfg.block_n, seg_chunks=K, from_entry=False, store_states=not chunked,
-                           store_decay=not chunked, store_end=True, latency=cfg.latency, swap_ab=cfg.swap_ab)
+                           store_decay=not chunked, store_end=True, latency=cfg.latency, swap_ab=cfg.swap_ab,
+                           unroll=cfg.unroll)
     local = plan_launch(_state_pass_kernel, walk_grid(x, B, nseg, cfg.block_p, cfg.block_n), local_args,
                         occupancy=cfg.occupancy, int64_everywhere=int64_everywhere)
 

@@ -30,6 +30,49 @@ def state_tile(pid, ntiles, ptiles, nheads):
     return n_tile, p_tile, head, pid // (ntiles * ptiles * nheads)
 
 
+def _chunk_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile, CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE):
+    """One chunk's X (CHUNK, BLOCK_P), its weighted B, exp2(g_last - g) * dt * B (CHUNK, BLOCK_N), in the matmul
+    dtype, and g_last, its total log2 decay: all that a step of the walk needs besides the carried state."""
+    # Rows past seqlen load as zeros: with dt = 0 there too, the ragged tail adds nothing; a chunk past the
+    # sequence's end loads g = 0 and dt = 0 as well (a step that changes nothing).
+    X = ct.load(x, (b, chunk, head, p_tile), shape=(1, CHUNK, 1, BLOCK_P),
+                padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((CHUNK, BLOCK_P))
+    Bc = ct.load(B, (b, chunk, group, n_tile), shape=(1, CHUNK, 1, BLOCK_N),
+                 padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((CHUNK, BLOCK_N))
+    gc = ct.load(g, (b, head, chunk), shape=(1, 1, CHUNK), padding_mode=ct.PaddingMode.ZERO).reshape((CHUNK,))
+    dtc = ct.load(dtT, (b, head, chunk), shape=(1, 1, CHUNK), padding_mode=ct.PaddingMode.ZERO).reshape((CHUNK,))
+    # g is padded with the last real token's value, so index CHUNK - 1 holds the chunk's total.
+    g_last = ct.extract(gc, (CHUNK - 1,), shape=(1,))
+    # In exact arithmetic g_last <= g; the cumsum's rounding may break that by an ulp of |g|,
+    # which is huge when |g| is: clamp so that no exponent is ever positive.
+    weight = ct.exp2(ct.minimum(g_last - gc, 0.0)) * dtc
+    return X.astype(MMA_DTYPE), (Bc * weight.reshape((CHUNK, 1))).astype(MMA_DTYPE), g_last
+
+
+def _store_entry(states, chunk_decay, h, decay, b, head, chunk, t0, t1, SHAPE5, STATES_ORDER, STORE_STATES,
+                 STORE_DECAY):
+    """What the walk records at a chunk's entry: its state and, for a segment's local walk, its decay so far."""
+    if STORE_STATES:
+        ct.store(states, (b, head, chunk, t0, t1), h.reshape(SHAPE5).astype(states.dtype), order=STATES_ORDER)
+    if STORE_DECAY:
+        # Every state tile of the head stores the same d_c: identical values, so the duplicates are benign.
+        ct.store(chunk_decay, (b, head, chunk), decay.reshape((1, 1, 1)))
+
+
+def _step(states, chunk_decay, h, decay, X, Bw, g_last, b, head, chunk, t0, t1, SHAPE5, STATES_ORDER,
+          STORE_STATES, STORE_DECAY, SWAP_AB, MMA_DTYPE):
+    """Record the chunk's entry, then carry h and the decay through the chunk: h_next = exp2(g_last) h + Xᵀ Bw
+    (its transpose with SWAP_AB)."""
+    _store_entry(states, chunk_decay, h, decay, b, head, chunk, t0, t1, SHAPE5, STATES_ORDER, STORE_STATES,
+                 STORE_DECAY)
+    if SWAP_AB:
+        h = ct.mma(Bw.transpose(), X, h * ct.exp2(g_last).reshape((1, 1)))
+    else:
+        h = ct.mma(X.transpose(), Bw, h * ct.exp2(g_last).reshape((1, 1)))
+    # A sum of non-positive numbers: stays <= 0 under rounding.
+    return h, decay + g_last
+
+
 def _state_pass_kernel(
     x: ct.Array,                 # (batch, seqlen, nheads, headdim)
     B: ct.Array,                 # (batch, seqlen, ngroups, dstate)
@@ -51,6 +94,7 @@ def _state_pass_kernel(
     SWAP_AB: ct.Constant[bool],
     STATES_T: ct.Constant[bool],
     LATENCY: ct.Constant[int],
+    UNROLL: ct.Constant[int],
 ):
     """Grid (nseg * nheads * headdim/BLOCK_P * dstate/BLOCK_N, batch): one (BLOCK_P, BLOCK_N) tile of one
     head's state, carried in fp32 registers through the chunks of one segment, from the segment's entry
@@ -58,7 +102,8 @@ def _state_pass_kernel(
     The flags are compile-time: a walk stores only what its pass needs. SWAP_AB carries the state
     transposed, hᵀ = (w B)ᵀ X, so that the operand computed in registers takes the matmul's first slot (the
     post's swap). STATES_T: ``states`` holds each chunk state transposed, (dstate, headdim), the layout the
-    swapped walk carries, so that its per-chunk store is a plain tile store (chunk_out reads either layout)."""
+    swapped walk carries, so that its per-chunk store is a plain tile store (chunk_out reads either layout).
+    UNROLL (1 or 2, dividing SEG_CHUNKS): chunks whose tiles are loaded together, ahead of their steps."""
     # bf16/fp16 operands run on the tensor cores as they are (HGMMA on sm_90); fp32 operands are cast
     # to tf32 on purpose: an fp32 ct.mma takes no tensor core path and spills.
     MMA_DTYPE = ct.static_eval(ct.tfloat32 if x.dtype == ct.float32 else x.dtype)
@@ -88,32 +133,29 @@ def _state_pass_kernel(
     else:
         h = ct.zeros(SHAPE, dtype=ct.float32)
     decay = ct.zeros((1,), dtype=ct.float32)
-    for k in range(min(SEG_CHUNKS, nchunks - first)):
-        chunk = first + k
-        if STORE_STATES:
-            ct.store(states, (b, head, chunk, t0, t1), h.reshape(SHAPE5).astype(states.dtype), order=STATES_ORDER)
-        if STORE_DECAY:
-            # Every state tile of the head stores the same d_c: identical values, so the duplicates are benign.
-            ct.store(chunk_decay, (b, head, chunk), decay.reshape((1, 1, 1)))
-        # Rows past seqlen load as zeros: with dt = 0 there too, the ragged tail adds nothing.
-        X = ct.load(x, (b, chunk, head, p_tile), shape=(1, CHUNK, 1, BLOCK_P),
-                    padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((CHUNK, BLOCK_P))
-        Bc = ct.load(B, (b, chunk, group, n_tile), shape=(1, CHUNK, 1, BLOCK_N),
-                     padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((CHUNK, BLOCK_N))
-        gc = ct.load(g, (b, head, chunk), shape=(1, 1, CHUNK)).reshape((CHUNK,))
-        dtc = ct.load(dtT, (b, head, chunk), shape=(1, 1, CHUNK)).reshape((CHUNK,))
-        # g is padded with the last real token's value, so index CHUNK - 1 holds the chunk's total.
-        g_last = ct.extract(gc, (CHUNK - 1,), shape=(1,))
-        # In exact arithmetic g_last <= g; the cumsum's rounding may break that by an ulp of |g|,
-        # which is huge when |g| is: clamp so that no exponent is ever positive.
-        weight = ct.exp2(ct.minimum(g_last - gc, 0.0)) * dtc
-        Bw = (Bc * weight.reshape((CHUNK, 1))).astype(MMA_DTYPE)
-        if SWAP_AB:
-            h = ct.mma(Bw.transpose(), X.astype(MMA_DTYPE), h * ct.exp2(g_last).reshape((1, 1)))
+    # UNROLL chunks per iteration: their tiles are all loaded before the first of their steps, so that the chain
+    # of dependent steps waits on memory once per UNROLL chunks. UNROLL divides SEG_CHUNKS, so the chunks an
+    # iteration reads past its segment's end lie past the sequence's end: they load as zeros (dt = 0 and g = 0,
+    # which leave h and the decay as they are) and are not stored.
+    for step in range((min(SEG_CHUNKS, nchunks - first) + UNROLL - 1) // UNROLL):
+        chunk = first + step * UNROLL
+        if UNROLL == 1:
+            X, Bw, g_last = _chunk_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile,
+                                         CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE)
+            h, decay = _step(states, chunk_decay, h, decay, X, Bw, g_last, b, head, chunk, t0, t1,
+                             SHAPE5, STATES_ORDER, STORE_STATES, STORE_DECAY, SWAP_AB, MMA_DTYPE)
         else:
-            h = ct.mma(X.transpose().astype(MMA_DTYPE), Bw, h * ct.exp2(g_last).reshape((1, 1)))
-        # A sum of non-positive numbers: stays <= 0 under rounding.
-        decay = decay + g_last
+            X0, Bw0, g_last0 = _chunk_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile,
+                                            CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE)
+            X1, Bw1, g_last1 = _chunk_tiles(x, B, g, dtT, b, chunk + 1, head, group, p_tile, n_tile,
+                                            CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE)
+            h, decay = _step(states, chunk_decay, h, decay, X0, Bw0, g_last0, b, head, chunk, t0, t1,
+                             SHAPE5, STATES_ORDER, STORE_STATES, STORE_DECAY, SWAP_AB, MMA_DTYPE)
+            if chunk + 1 < nchunks:
+                _store_entry(states, chunk_decay, h, decay, b, head, chunk + 1, t0, t1, SHAPE5, STATES_ORDER,
+                             STORE_STATES, STORE_DECAY)
+            h, decay = _step(states, chunk_decay, h, decay, X1, Bw1, g_last1, b, head, chunk + 1, t0, t1,
+                             SHAPE5, STATES_ORDER, False, False, SWAP_AB, MMA_DTYPE)
 
     if STORE_END:
         ct.store(seg_end, (b, head, seg, t0, t1), h.reshape(SHAPE5), order=ORDER)
@@ -122,10 +164,12 @@ def _state_pass_kernel(
 
 def walk_args(x, B, g, dtT, *, seg_entry, states, chunk_decay, seg_end, seg_decay, chunk_size: int, block_p: int,
               block_n: int, seg_chunks: int, from_entry: bool, store_states: bool, store_decay: bool,
-              store_end: bool, latency: int, swap_ab: bool = False, states_t: bool = False) -> tuple:
+              store_end: bool, latency: int, swap_ab: bool = False, states_t: bool = False, unroll: int = 1) -> tuple:
     """``_state_pass_kernel``'s arguments, by name; a buffer a walk does not touch may be any array of its rank."""
+    if unroll not in (1, 2) or seg_chunks % unroll:
+        raise ValueError(f"_state_pass_kernel: unroll={unroll}; expected 1 or 2, dividing seg_chunks={seg_chunks}")
     return (x, B, g, dtT, seg_entry, states, chunk_decay, seg_end, seg_decay, chunk_size, block_p, block_n,
-            seg_chunks, from_entry, store_states, store_decay, store_end, swap_ab, states_t, latency)
+            seg_chunks, from_entry, store_states, store_decay, store_end, swap_ab, states_t, latency, unroll)
 
 
 def walk_grid(x: torch.Tensor, B: torch.Tensor, nseg: int, block_p: int, block_n: int) -> tuple[int, int]:
@@ -178,7 +222,7 @@ def state_pass(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torch.Ten
                          seg_end=seg_end, seg_decay=total_decay, chunk_size=chunk_size, block_p=cfg.block_p,
                          block_n=cfg.block_n, seg_chunks=WHOLE_SEQUENCE, from_entry=entry is not None,
                          store_states=True, store_decay=False, store_end=True, latency=cfg.latency,
-                         swap_ab=cfg.swap_ab, states_t=cfg.states_t)
+                         swap_ab=cfg.swap_ab, states_t=cfg.states_t, unroll=cfg.unroll)
         launches.append(plan_launch(_state_pass_kernel, walk_grid(xs, Bs, 1, cfg.block_p, cfg.block_n), args,
                                     occupancy=cfg.occupancy, int64_everywhere=int64_everywhere))
         parts.append((first, states))

@@ -98,6 +98,7 @@ class StatePassConfig:
     occupancy: int | None = None
     swap_ab: bool = False     # carry the state transposed: the register-computed operand first in the matmul
     states_t: bool = False    # lay the chunk states out transposed, (dstate, headdim), as the swapped walk carries them
+    unroll: int = 1           # chunks whose tiles are loaded together, ahead of their steps (1 or 2)
 
 
 @dataclass(frozen=True, kw_only=True)

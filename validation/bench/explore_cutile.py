@@ -101,6 +101,18 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
         if not swap or cand.block_n >= 64:
             out.append(one(f"state {'swap' if swap else 'noswap'} n{cand.block_n} occ2 lat4", "serial-state",
                            "state_pass", cand))
+    # Two chunks' tiles loaded ahead of their steps (unroll 2), in the serial walk at the chooser's tiles and at
+    # narrower ones, and in the segmented pass's local walk.
+    for block_n, occupancy, latency in ((sp.block_n, sp.occupancy, sp.latency), (16, 2, 4), (32, 2, 4), (64, 2, 4)):
+        cand = dataclasses.replace(sp, unroll=2, block_n=min(block_n, spec.dstate), occupancy=occupancy,
+                                   latency=latency)
+        if not sp.swap_ab or cand.block_n >= 64:
+            out.append(one(f"state unroll2 n{cand.block_n} occ{occupancy} lat{latency}", "serial-state",
+                           "state_pass", cand))
+    for k in (seg.seg_chunks, 2 * seg.seg_chunks):
+        if 2 <= k <= 64:
+            cand = dataclasses.replace(seg, unroll=2, seg_chunks=k)
+            out.append(one(f"segmented unroll2 K{k}", "segmented-state", "segment_state", cand))
     unique = {name: (name, variant, cfgs) for name, variant, cfgs in out}
     return [c for c in unique.values() if only is None or c[0].startswith(tuple(only)) or c[0] == "default"]
 
