@@ -15,13 +15,11 @@ import torch
 from reference.checks import SSDDims
 
 # Programs the grids aim at, per architecture: (the sequential state pass, the segment-parallel pass's local
-# walk, the sequential pass with its matmul swapped). On the H200 (sm_90, 132 SMs), where they were measured:
-# about 2 and 4 per SM (the local walk at occupancy 4, so that each program's chain of dependent chunk steps
-# is hidden behind the others'), and about 1 per SM for the swapped walk, whose wider dstate tiles re-read x
-# fewer times. The B200 (sm_100) and B300 (sm_103) have 148 SMs: the H200's figures scaled by 148/132,
-# compile-checked on the CPU (validation/test_compile.py), not measured. An architecture not listed gets the
-# H200's.
-TARGET_PROGRAMS = {"sm_90": (256, 512, 128), "sm_100": (288, 576, 144), "sm_103": (288, 576, 144)}
+# walk). On the H200 (sm_90, 132 SMs), where they were measured: about 2 and 4 per SM (both walks at occupancy
+# 2 and 4, so that each program's chain of dependent chunk steps is hidden behind the others'). The B200 (sm_100)
+# and B300 (sm_103) have 148 SMs: the H200's figures scaled by 148/132, compile-checked on the CPU
+# (validation/test_compile.py), not measured. An architecture not listed gets the H200's.
+TARGET_PROGRAMS = {"sm_90": (256, 512), "sm_100": (288, 576), "sm_103": (288, 576)}
 _MAX_SEGMENT_CHUNKS = 64
 
 
@@ -178,25 +176,31 @@ def _swapped_walk(dtype: torch.dtype, dims: SSDDims) -> bool:
 
 def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> StatePassConfig:
     # One program per (batch, head, headdim tile, dstate tile) walks every chunk in turn, so the grid
-    # is small; narrow the dstate tile until the GPU has enough programs, but keep it >= 32 wide
-    # (HGMMA N) unless dstate itself is smaller.
+    # is small; narrow the dstate tile until the GPU has enough programs.
     block_p = min(dims.headdim, 64)
     block_n = min(dims.dstate, 128 if chunk_size <= 128 else 64)
     tiles = dims.batch * dims.nheads * (dims.headdim // block_p)
-    # latency 8: measured 5-8% faster than 4 at (16384 tokens, dstate 128 and 512) on the H200
-    # (validation/bench/explore_cutile.py, 2026-11-30).
-    if _swapped_walk(dtype, dims):
-        # Swapped (hᵀ = (w B)ᵀ X: the operand built in registers first), the dstate tile is the matmul's M: keep
-        # it >= 64 for HGMMA, and as wide as the grid allows, since every dstate tile re-reads the chunk's x.
-        # At 16384 tokens on the H200: dstate 512 with 128-wide tiles 241 us against 385 with 64-wide and 581
-        # unswapped; dstate 256 with 64-wide tiles 187 us against 233 with 128-wide and 241 unswapped.
-        target = TARGET_PROGRAMS.get(arch, TARGET_PROGRAMS["sm_90"])[2]
-        while block_n > 64 and tiles * (dims.dstate // block_n) < target:
-            block_n //= 2
-        return StatePassConfig(block_p=block_p, block_n=block_n, latency=8, swap_ab=True)
-    floor_n = min(dims.dstate, 32)
     target = TARGET_PROGRAMS.get(arch, TARGET_PROGRAMS["sm_90"])[0]
-    while block_n > floor_n and tiles * (dims.dstate // block_n) < target:
+    if _swapped_walk(dtype, dims):
+        # Swapped (hᵀ = (w B)ᵀ X: the operand built in registers first), the dstate tile is the matmul's M: 64 wide
+        # for HGMMA, two programs an SM, two chunks' tiles loaded ahead of their steps. On the H200 the state pass
+        # took 201 us against 241 (128-wide tiles, one program an SM, one chunk at a time) at (16384 tokens,
+        # dstate 512), 14.0 against 25.7 at (1024, 256) and 17.1 against 21.8 at (1024, 512); 128-wide tiles
+        # unrolled spill and took 354 us at (16384, 512) (explore_cutile, 2026-12-01,
+        # reports/published/explore-20261201-unroll).
+        return StatePassConfig(block_p=block_p, block_n=min(block_n, 64), latency=4, occupancy=2, swap_ab=True,
+                               unroll=2)
+    if dtype in (torch.bfloat16, torch.float16):
+        # 16-bit inputs: tiles down to 16 wide, two programs an SM, two chunks loaded ahead (TileGym's tuned walk
+        # also runs 16-wide tiles two an SM). At (16384 tokens, dstate 128) on the H200: 111 us against 119 for
+        # 32-wide tiles at one program an SM, one chunk at a time, and 121 for 32-wide tiles unrolled at two an SM
+        # (explore_cutile, 2026-12-01, reports/published/explore-20261201-unroll).
+        while block_n > min(dims.dstate, 16) and tiles * (dims.dstate // block_n) < target:
+            block_n //= 2
+        return StatePassConfig(block_p=block_p, block_n=block_n, latency=4, occupancy=2, unroll=2)
+    # fp32 (tf32) inputs keep the walk measured before the unroll: tiles >= 32 wide, latency hint 8 (5-8% faster
+    # than 4 at (16384 tokens, dstate 128 and 512) on the H200, explore_cutile, 2026-11-30).
+    while block_n > min(dims.dstate, 32) and tiles * (dims.dstate // block_n) < target:
         block_n //= 2
     return StatePassConfig(block_p=block_p, block_n=block_n, latency=8)
 
