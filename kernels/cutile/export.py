@@ -96,16 +96,16 @@ def meta_inputs(spec: SpecClass) -> tuple:
 
 def _constraint(arg: object, index_dtype: ct.DType) -> ArrayConstraint | bool | int:
     """What a launch on this tensor lets the compiler assume, as cuTile's dispatcher derives it from an array:
-    unit strides, strides that are whole multiples of 16 bytes, sizes that are multiples of 16. Without the two
-    divisibilities an export takes every tile load and store apart into 2-byte accesses, which a launch on the
-    GPU does not."""
+    every unit stride (not only the last), strides that are whole multiples of 16 bytes, sizes that are multiples
+    of 16. Without the two divisibilities an export takes every tile load and store apart into 2-byte accesses,
+    which a launch on the GPU does not."""
     if not isinstance(arg, torch.Tensor):
         return arg  # compile-time constant
-    unit_last = (None,) * (arg.dim() - 1) + (1,) if arg.stride(-1) == 1 else None
     per16 = max(1, _DIVISOR_BYTES // arg.element_size())
     return ArrayConstraint(_CT_DTYPES[arg.dtype], arg.dim(), index_dtype=index_dtype,
                            stride_lower_bound_incl=0, alias_groups=(), may_alias_internally=False,
-                           stride_constant=unit_last, base_addr_divisible_by=_BASE_ALIGN,
+                           stride_constant=tuple(1 if s == 1 else None for s in arg.stride()),
+                           base_addr_divisible_by=_BASE_ALIGN,
                            stride_divisible_by=tuple(per16 if s % per16 == 0 else 1 for s in arg.stride()),
                            shape_divisible_by=tuple(_DIVISOR_BYTES if n % _DIVISOR_BYTES == 0 else 1
                                                     for n in arg.shape))
