@@ -156,14 +156,15 @@ def state_pass_kind(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: in
     2026-12-01, reports/published/0.1.0+20261201T082206Z-2fca4e2): dstate 128 to 512 serial for 16-bit inputs, the
     walk swapped from 256 on (16384 tokens: 459 against 718 us segmented at dstate 512; 1024 tokens: 41
     against 68; 65536: 1746 against 2764); dstate 128 serial (16384 tokens: 240 against 255 segmented and
-    339 chunked); dstate 64 segmented past 8 chunks (16384 tokens: 192 vs 228 us) and serial up to 8 (1024
-    tokens: 23 vs 29 us, two launches fewer). fp32 inputs, whose walk is not swapped, keep the segmented pass
+    339 chunked); dstate 64 segmented past 64 chunks (16384 tokens: 191 vs 200 us for the serial walk unrolled at
+    two programs an SM) and serial up to 64 (2048 tokens: 31.8 vs 38.3 us; 4096: 55.9 vs 60.9; 8192: 103.9 vs
+    106.7; explore_cutile, 2026-12-01). fp32 inputs, whose walk is not swapped, keep the segmented pass
     at dstate 512 (measured on bf16 before the swap: 758 vs 824 us at 16384 tokens).
     """
     nchunks = -(-dims.seqlen // chunk_size)
     if 128 <= dims.dstate <= 256 or (dims.dstate > 256 and _swapped_walk(dtype, dims)):
         return "serial"
-    if dims.dstate <= 64 and nchunks <= 8:
+    if dims.dstate <= 64 and nchunks <= 64:
         return "serial"
     return "segmented"
 
