@@ -97,7 +97,10 @@ def test_plan_takes_explicit_configs_and_defaults_to_the_choosers() -> None:
     given, _, _ = cutile_api.plan_forward(x, dt, A, B, C, D, h0, chunk_size=64, arch="sm_90", configs=chosen)
     assert [(la.kernel, la.grid) for la in given] == [(la.kernel, la.grid) for la in default]
     narrow = dataclasses.replace(chosen, segment_scan=dataclasses.replace(chosen.segment_scan, block_p=8))
-    other, _, _ = cutile_api.plan_forward(x, dt, A, B, C, D, h0, chunk_size=64, arch="sm_90", configs=narrow)
+    segmented = VARIANTS["segmented-state"]
+    other, _, _ = cutile_api.plan_forward(x, dt, A, B, C, D, h0, chunk_size=64, arch="sm_90", configs=narrow,
+                                          variant=segmented)
+    default, _, _ = cutile_api.plan_forward(x, dt, A, B, C, D, h0, chunk_size=64, arch="sm_90", variant=segmented)
     grids = {la.kernel._pyfunc.__name__: la.grid for la in other}
     assert grids["_segment_scan_kernel"][0] == 2 * dict(
         (la.kernel._pyfunc.__name__, la.grid) for la in default)["_segment_scan_kernel"][0], (
@@ -105,9 +108,11 @@ def test_plan_takes_explicit_configs_and_defaults_to_the_choosers() -> None:
 
 
 def test_plan_on_meta_tensors_allocates_outputs_of_the_documented_shapes() -> None:
-    # This small problem gets segments of one chunk (the chooser's grid target): no completion pass.
+    # The segmented pass on this small problem gets segments of one chunk (the chooser's grid target): no
+    # completion pass.
     x, dt, A, B, C, D, h0 = (t.to("meta") if t is not None else None for t in _inputs(seqlen=700, dtype="bf16"))
-    launches, y, final_state = cutile_api.plan_forward(x, dt, A, B, C, D, h0, chunk_size=64, arch="sm_90")
+    launches, y, final_state = cutile_api.plan_forward(x, dt, A, B, C, D, h0, chunk_size=64, arch="sm_90",
+                                                       variant=VARIANTS["segmented-state"])
     assert [la.kernel._pyfunc.__name__ for la in launches] == [
         "_chunk_cumsum_kernel", "_state_pass_kernel", "_segment_scan_kernel", "_chunk_out_kernel"]
     assert (y.shape, y.dtype) == (x.shape, x.dtype)
