@@ -158,8 +158,9 @@ def state_pass_kind(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: in
     against 68; 65536: 1746 against 2764); dstate 128 serial (16384 tokens: 240 against 255 segmented and
     339 chunked); dstate 64 segmented past 64 chunks (16384 tokens: 191 vs 200 us for the serial walk unrolled at
     two programs an SM) and serial up to 64 (2048 tokens: 31.8 vs 38.3 us; 4096: 55.9 vs 60.9; 8192: 103.9 vs
-    106.7; explore_cutile, 2026-12-01). fp32 inputs, whose walk is not swapped, keep the segmented pass
-    at dstate 512 (measured on bf16 before the swap: 758 vs 824 us at 16384 tokens).
+    106.7; explore_cutile, 2026-12-01, reports/published/0.1.0+20261201T193055Z-3fd0dd8/explore-5-*). fp32
+    inputs, whose walk is not swapped, keep the segmented pass at dstate 512 (measured on bf16 before the swap:
+    758 vs 824 us at 16384 tokens).
     """
     nchunks = -(-dims.seqlen // chunk_size)
     if 128 <= dims.dstate <= 256 or (dims.dstate > 256 and _swapped_walk(dtype, dims)):
@@ -188,14 +189,14 @@ def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: 
         # took 201 us against 241 (128-wide tiles, one program an SM, one chunk at a time) at (16384 tokens,
         # dstate 512), 14.0 against 25.7 at (1024, 256) and 17.1 against 21.8 at (1024, 512); 128-wide tiles
         # unrolled spill and took 354 us at (16384, 512) (explore_cutile, 2026-12-01,
-        # reports/published/explore-20261201-unroll).
+        # reports/published/0.1.0+20261201T191901Z-f273e44/explore-1-* and explore-2-*).
         return StatePassConfig(block_p=block_p, block_n=min(block_n, 64), latency=4, occupancy=2, swap_ab=True,
                                unroll=2)
     if dtype in (torch.bfloat16, torch.float16):
         # 16-bit inputs: tiles down to 16 wide, two programs an SM, two chunks loaded ahead (TileGym's tuned walk
         # also runs 16-wide tiles two an SM). At (16384 tokens, dstate 128) on the H200: 111 us against 119 for
         # 32-wide tiles at one program an SM, one chunk at a time, and 121 for 32-wide tiles unrolled at two an SM
-        # (explore_cutile, 2026-12-01, reports/published/explore-20261201-unroll).
+        # (explore_cutile, 2026-12-01, reports/published/0.1.0+20261201T191901Z-f273e44/explore-1-*).
         while block_n > min(dims.dstate, 16) and tiles * (dims.dstate // block_n) < target:
             block_n //= 2
         return StatePassConfig(block_p=block_p, block_n=block_n, latency=4, occupancy=2, unroll=2)
