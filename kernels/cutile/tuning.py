@@ -42,7 +42,8 @@ class Variant:
     ``swap_ab``: the serial walk's matmul swapped (None: the chooser's choice; False: never, same tiles).
     ``states_t``: the serial walk's chunk states laid out transposed, (dstate, headdim), so that the swapped walk
     stores its tile as it carries it and chunk_out loads hᵀ directly (None: the chooser's choice, for now always
-    (headdim, dstate), the swapped walk storing through a permuted axis order). Not yet run on a GPU.
+    (headdim, dstate), the swapped walk storing through a permuted axis order). On the H200 the walk was slower
+    with it at dstate 128 (169 against 119 us at 16K tokens) and no faster at 512.
     ``split_states``: the serial walk's chunk states, past 2**31 elements, in parts that each keep int32 indexing,
     one walk and one chunk_out launch per part (False: one buffer, int64-indexed, as before).
     ``cb_heads``: heads of a group that share one C·Bᵀ block in chunk_out (1: each head builds its own, the
