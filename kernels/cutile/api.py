@@ -12,6 +12,7 @@ from kernels.cutile._launch import Launch
 from kernels.cutile.chunk_cumsum import chunk_cumsum
 from kernels.cutile.chunk_out import chunk_out
 from kernels.cutile.limits import LIMITS
+from kernels.cutile.segment_out import segment_out
 from kernels.cutile.segment_state import segment_state
 from kernels.cutile.state_pass import state_dtype, state_pass
 from kernels.cutile.tuning import VARIANTS, Configs, Variant
@@ -75,6 +76,11 @@ def plan_forward(x, dt, A, B, C, D, initial_state, *, chunk_size: int, arch: str
     cumsum_launch, g, dtT = chunk_cumsum(dt, A, chunk_size=chunk_size, cfg=cfgs.chunk_cumsum, int64_everywhere=wide)
     out_cfg = cfgs.chunk_out.with_variant(variant)
     kind = variant.state if variant.state != "auto" else tuning.state_pass_kind(arch, dims, x.dtype, chunk_size)
+    if kind == "fused":
+        fused, y, final_state = segment_out(x, B, C, g, dtT, D, A, initial_state, chunk_size=chunk_size,
+                                            cfg=cfgs.segment_out, walk_cfg=cfgs.segment_state,
+                                            scan_cfg=cfgs.segment_scan, int64_everywhere=wide)
+        return [cumsum_launch, *fused], y, final_state
     if kind == "serial":
         walk_cfg = cfgs.state_pass
         if variant.swap_ab is not None:  # the layout follows the walk unless the variant says otherwise
@@ -126,6 +132,14 @@ def intermediate_traffic(dims: SSDDims, dtype: torch.dtype, chunk_size: int, arc
         return cumsum + cb + 2 * elems * e + 2 * elems * 4, (
             f"chunked state pass: fp32 chunk contributions written and scanned; {name} chunk states written once "
             f"and read once; the cumsum's g and dt written once, read twice{cb_how}")
+    if kind == "fused":
+        K = tuning.segment_out_config(arch, dims, dtype, chunk_size).seg_chunks
+        seg = dims.batch * dims.nheads * -(-nchunks // K) * dims.headdim * dims.dstate * 4
+        x_b = tokens * (dims.nheads * dims.headdim + dims.ngroups * dims.dstate) * torch.empty((), dtype=dtype).element_size()
+        return cumsum + 4 * seg + x_b, (
+            f"fused pass (segments of {K} chunks): no chunk state in memory; fp32 segment states written and "
+            "scanned, entry states written and read; x and B read a second time by the local walk; the cumsum's g "
+            "and dt written once, read twice")
     K = tuning.segment_state_config(arch, dims, dtype, chunk_size).seg_chunks
     seg = dims.batch * dims.nheads * -(-nchunks // K) * dims.headdim * dims.dstate * 4
     return cumsum + cb + 4 * elems * e + 3 * seg, (

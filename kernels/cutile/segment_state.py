@@ -103,6 +103,46 @@ def _segment_apply_kernel(
     ct.store(states, (b, head, chunk, p_tile, n_tile), (local.astype(ct.float32) + entry * scale).astype(states.dtype))
 
 
+def _plan_scan(seg_state: torch.Tensor, seg_decay: torch.Tensor, initial_state: torch.Tensor | None,
+               seg_entry: torch.Tensor, final_state: torch.Tensor, cfg: SegmentScanConfig,
+               int64_everywhere: bool) -> Launch:
+    batch, nheads, _, headdim, dstate = seg_state.shape
+    has_initial_state = initial_state is not None
+    # Without an initial state the kernel never reads that parameter; final_state stands in for it.
+    h0 = initial_state if has_initial_state else final_state
+    args = (seg_state, seg_decay, h0, seg_entry, final_state, cfg.block_p, cfg.block_n, cfg.step, has_initial_state,
+            cfg.latency)
+    grid = (nheads * (headdim // cfg.block_p) * (dstate // cfg.block_n), batch)
+    return plan_launch(_segment_scan_kernel, grid, args, occupancy=cfg.occupancy, int64_everywhere=int64_everywhere)
+
+
+def segment_entries(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torch.Tensor,
+                    initial_state: torch.Tensor | None, *, chunk_size: int, cfg: SegmentStateConfig, seg_chunks: int,
+                    scan_cfg: SegmentScanConfig, int64_everywhere: bool = False
+                    ) -> tuple[list[Launch], torch.Tensor, torch.Tensor]:
+    """Plan the local walk (segment end states only) and the scan over segments of ``seg_chunks`` chunks; returns
+    the two launches, every segment's true entry state E_s, fp32 (batch, nheads, nseg, headdim, dstate), and the
+    final state. What a consumer that rebuilds the chunk states itself needs (kernels.cutile.segment_out)."""
+    batch, seqlen, nheads, headdim = x.shape
+    dstate = B.shape[3]
+    nseg = -(-(g.shape[2] // chunk_size) // seg_chunks)
+    dev = x.device
+    seg_state = empty((batch, nheads, nseg, headdim, dstate), dtype=torch.float32, device=dev)
+    seg_decay = empty((batch, nheads, nseg), dtype=torch.float32, device=dev)
+    seg_entry = empty(seg_state.shape, dtype=torch.float32, device=dev)
+    final_state = empty((batch, nheads, headdim, dstate), dtype=torch.float32, device=dev)
+    # Neither chunk states nor chunk decays are stored: seg_entry and seg_decay stand in for those buffers.
+    local_args = walk_args(x, B, g, dtT, seg_entry=seg_entry, states=seg_entry, chunk_decay=seg_decay,
+                           seg_end=seg_state, seg_decay=seg_decay, chunk_size=chunk_size, block_p=cfg.block_p,
+                           block_n=cfg.block_n, seg_chunks=seg_chunks, from_entry=False, store_states=False,
+                           store_decay=False, store_end=True, latency=cfg.latency, swap_ab=cfg.swap_ab,
+                           unroll=cfg.unroll if seg_chunks % cfg.unroll == 0 else 1)
+    local = plan_launch(_state_pass_kernel, walk_grid(x, B, nseg, cfg.block_p, cfg.block_n), local_args,
+                        occupancy=cfg.occupancy, int64_everywhere=int64_everywhere)
+    scan = _plan_scan(seg_state, seg_decay, initial_state, seg_entry, final_state, scan_cfg, int64_everywhere)
+    return [local, scan], seg_entry, final_state
+
+
 def segment_state(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torch.Tensor,
                   initial_state: torch.Tensor | None, *, chunk_size: int, cfg: SegmentStateConfig,
                   scan_cfg: SegmentScanConfig, apply_cfg: SegmentApplyConfig, int64_everywhere: bool = False
@@ -135,14 +175,7 @@ def segment_state(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torch.
     local = plan_launch(_state_pass_kernel, walk_grid(x, B, nseg, cfg.block_p, cfg.block_n), local_args,
                         occupancy=cfg.occupancy, int64_everywhere=int64_everywhere)
 
-    has_initial_state = initial_state is not None
-    # Without an initial state the kernel never reads that parameter; final_state stands in for it.
-    h0 = initial_state if has_initial_state else final_state
-    scan_args = (seg_state, seg_decay, h0, seg_entry, final_state,
-                 scan_cfg.block_p, scan_cfg.block_n, scan_cfg.step, has_initial_state, scan_cfg.latency)
-    scan_grid = (nheads * (headdim // scan_cfg.block_p) * (dstate // scan_cfg.block_n), batch)
-    scan = plan_launch(_segment_scan_kernel, scan_grid, scan_args, occupancy=scan_cfg.occupancy,
-                       int64_everywhere=int64_everywhere)
+    scan = _plan_scan(seg_state, seg_decay, initial_state, seg_entry, final_state, scan_cfg, int64_everywhere)
     if chunked:
         return [local, scan], states, final_state
 

@@ -31,8 +31,9 @@ class Variant:
     per segment, a scan over segments, the entry states completed in place), "chunked" (the same with
     segments of one chunk: every chunk's own contribution in parallel, then a scan over chunks that writes
     the entry states), "serial" (one program walks
-    every chunk of a sequence, as the post's fwd_pass_state) or "auto" (the one ``state_pass_kind`` picks
-    for the shape).
+    every chunk of a sequence, as the post's fwd_pass_state), "fused" (the segmented pass's local walks and
+    scan, then kernels.cutile.segment_out: the output computed while each segment's state is carried on chip,
+    no chunk state in memory; dstate <= 128) or "auto" (the one ``state_pass_kind`` picks for the shape).
     ``int64``: "per-array" (int64 indexing only on the arrays whose span passes 2**31) or "all" (every
     array of a kernel as soon as one needs it, as before).
     ``c_once``: chunk_out builds the diagonal C·Bᵀ block in its C·hᵀ loop, loading C once (False: two
@@ -65,6 +66,7 @@ VARIANTS = {
     "default": Variant(),
     "serial-state": Variant(state="serial"),
     "segmented-state": Variant(state="segmented"),
+    "fused-out": Variant(state="fused"),
     "chunked-state": Variant(state="chunked"),
     "cb-inline": Variant(cb_buffer=False),
     "cb-buffer": Variant(cb_buffer=True),
@@ -113,6 +115,16 @@ class SegmentScanConfig:
     block_n: int              # dstate tile of the carried state
     latency: int              # DRAM latency hint of the segment-state loads (1..10)
     step: int = 8             # segments per load (a power of two)
+    occupancy: int | None = None
+
+
+@dataclass(frozen=True)
+class SegmentOutConfig:
+    """The fused pass's output walk (kernels.cutile.segment_out): one head's whole state per program."""
+
+    block_p: int              # headdim tile of the carried state and of y
+    seg_chunks: int           # chunks per segment (a power of two); the local walk and the scan use the same
+    latency: int              # DRAM latency hint of the streamed x, B, C loads (1..10)
     occupancy: int | None = None
 
 
@@ -242,6 +254,20 @@ def segment_apply_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_siz
     return SegmentApplyConfig(block_p=min(dims.headdim, 16), block_n=min(dims.dstate, 128))
 
 
+def segment_out_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> SegmentOutConfig:
+    # The longest segments that still give the output walk about TARGET_PROGRAMS' count of the segmented pass
+    # (its chain is the whole output work of a chunk per step, so short chains matter more than for the local walk).
+    # Not yet measured against other choices.
+    block_p = min(dims.headdim, 64)
+    nchunks = -(-dims.seqlen // chunk_size)
+    programs = dims.batch * dims.nheads * (dims.headdim // block_p)
+    seg_chunks = _MAX_SEGMENT_CHUNKS
+    target = TARGET_PROGRAMS.get(arch, TARGET_PROGRAMS["sm_90"])[1]
+    while seg_chunks > 1 and programs * -(-nchunks // seg_chunks) < target:
+        seg_chunks //= 2
+    return SegmentOutConfig(block_p=block_p, seg_chunks=seg_chunks, latency=4)
+
+
 def chunk_out_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> ChunkOutConfig:
     # The (block_m x block_m) C·Bᵀ block and the (block_m x block_p) output both live in registers:
     # 128 x 128 + 128 x 64 fp32 is the most we hold; chunk 256 therefore runs as 2 row blocks.
@@ -271,6 +297,7 @@ class Configs:
     segment_scan: SegmentScanConfig
     segment_apply: SegmentApplyConfig
     chunk_out: ChunkOutConfig
+    segment_out: SegmentOutConfig
 
 
 def choose(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> Configs:
@@ -279,4 +306,5 @@ def choose(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> Con
     return Configs(chunk_cumsum=chunk_cumsum_config(*args), state_pass=state_pass_config(*args),
                    segment_state=segment_state_config(*args), chunk_state=chunk_state_config(*args),
                    segment_scan=segment_scan_config(*args),
-                   segment_apply=segment_apply_config(*args), chunk_out=chunk_out_config(*args))
+                   segment_apply=segment_apply_config(*args), chunk_out=chunk_out_config(*args),
+                   segment_out=segment_out_config(*args))

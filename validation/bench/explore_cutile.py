@@ -33,7 +33,8 @@ from validation.provenance import environment
 from validation.results import write_json_atomic
 
 # The stages explored, each recorded in a row under its chooser's name.
-_STAGES = ("state_pass", "chunk_out", "segment_state", "chunk_state", "segment_scan", "segment_apply")
+_STAGES = ("state_pass", "chunk_out", "segment_state", "chunk_state", "segment_scan", "segment_apply",
+           "segment_out")
 
 
 def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, arch: str = "sm_90"):
@@ -113,6 +114,14 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
         if 2 <= k <= 64:
             cand = dataclasses.replace(seg, unroll=2, seg_chunks=k)
             out.append(one(f"segmented unroll2 K{k}", "segmented-state", "segment_state", cand))
+    # The fused pass (segment_out): segment length, headdim tile and occupancy of the output walk.
+    if spec.dstate <= 128:
+        so = base.segment_out
+        out.append(one("fused-out", "fused-out"))
+        for k, block_p, occupancy in ((4, 64, None), (8, 64, None), (16, 64, None), (4, 32, 2), (8, 32, 2),
+                                      (16, 32, 2), (8, 32, None), (32, 32, 2)):
+            cand = dataclasses.replace(so, seg_chunks=k, block_p=min(block_p, spec.headdim), occupancy=occupancy)
+            out.append(one(f"fused K{k} p{cand.block_p} occ{occupancy}", "fused-out", "segment_out", cand))
     unique = {name: (name, variant, cfgs) for name, variant, cfgs in out}
     return [c for c in unique.values() if only is None or c[0].startswith(tuple(only)) or c[0] == "default"]
 
