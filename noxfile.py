@@ -253,7 +253,8 @@ def validate(session: nox.Session) -> None:
         session.log("validate: a GPU is here, so the Triton-under-the-interpreter tests are left to CPU runs")
     steps = [
         ("compile check", (*pytest, "-m", "compile", "validation")),
-        ("CPU tests", (*pytest, "-m", cpu_tests, "validation")),
+        # In parallel (pytest-xdist, a worker per core): on a GPU box they would otherwise take minutes of its time.
+        ("CPU tests", (*pytest, "-n", "auto", "-m", cpu_tests, "validation")),
         ("correctness", (*pytest, "-m", "matrix", "validation/test_correctness.py")),
         ("stability", (*pytest, "-m", "matrix", "validation/test_stability.py")),
         ("benchmark", (py, "-m", "validation.bench.run", *session.posargs)),

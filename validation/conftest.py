@@ -34,9 +34,13 @@ _results: dict[str, ResultsFile] = {}  # suite -> its file, checkpointed test by
 _collected: dict[str, list[str]] = {}  # suite -> the ids of its tests this session collected
 _stopped: list[str] = []  # the signal that stopped the session, if one did
 _scratch: list[str] = []  # the temporary run directory made for a session outside a run, if one was
+_worker: list[bool] = []  # whether this process is a pytest-xdist worker (set at configure)
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # pytest-xdist gives its workers' configs their ``workerinput`` (an environment variable would be inherited by
+    # a pytest a test starts in a subprocess).
+    _worker.append(hasattr(config, "workerinput"))
     if not os.environ.get("SSD_RUN_DIR"):
         _scratch.append(tempfile.mkdtemp(prefix="ssd-pytest-"))
         os.environ["SSD_RUN_DIR"] = _scratch[0]
@@ -46,16 +50,27 @@ def _in_run() -> bool:
     return bool(os.environ.get("SSD_RUN_DIR")) and os.environ["SSD_RUN_DIR"] not in _scratch
 
 
+def _xdist_worker() -> bool:
+    """Whether this process is a pytest-xdist worker: the controller receives every worker's reports and alone
+    writes the results files (the CPU tests of ``nox -s validate`` run in parallel)."""
+    return bool(_worker) and _worker[0]
+
+
+def _note_collected(nodeids: list[str]) -> None:
+    for nodeid in nodeids:
+        suite, _ = SUITES.get(Path(nodeid.split("::", 1)[0]).name, (None, None))
+        if suite is not None:
+            _collected.setdefault(suite, []).append(nodeid.split("::", 1)[-1])
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Check the run directory for every results file the collected tests will write, before the first runs."""
     names = {Path(str(item.fspath)).name for item in session.items}
     suites = [MATRIX_SUITES[n] for n in sorted(names) if n in MATRIX_SUITES]
     if _in_run():
         suites += [SUITES[n][0] for n in sorted(names) if n in SUITES]
-        for item in session.items:
-            suite, _ = SUITES.get(Path(str(item.fspath)).name, (None, None))
-            if suite is not None:
-                _collected.setdefault(suite, []).append(item.nodeid.split("::", 1)[-1])
+        if not _xdist_worker():
+            _note_collected([item.nodeid for item in session.items])
     if suites:
         try:
             check_run_dir(Path(os.environ["SSD_RUN_DIR"]), suites)
@@ -78,9 +93,17 @@ def matrix_selection(request: pytest.FixtureRequest) -> set[str] | None:
     return {item.callspec.params["tag"] for item in chosen}
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids: list[str]) -> None:
+    """Under pytest-xdist the controller collects nothing itself: every worker's collection is the same, so the
+    first one reported stands for the session's."""
+    if _in_run() and not _collected:
+        _note_collected(ids)
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     suite, impl = SUITES.get(Path(report.fspath).name, (None, None))
-    if suite is None or not (report.when == "call" or report.outcome != "passed"):
+    if _xdist_worker() or suite is None or not (report.when == "call" or report.outcome != "passed"):
         return
     reason = None
     if report.outcome != "passed":
@@ -101,7 +124,7 @@ def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo) -> None:
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """Write each suite's file: every test that reported, and, when the session was stopped, every collected test
     that did not, as not-run with the reason."""
-    if not _in_run():
+    if not _in_run() or _xdist_worker():
         return
     extra: dict[str, object] = {}
     if _stopped:

@@ -145,6 +145,32 @@ def test_serial_state_pass_plans_the_three_kernels_of_the_post(variant, seqlen) 
         "_chunk_cumsum_kernel", "_state_pass_kernel", "_chunk_out_kernel"]
 
 
+def test_fused_pass_plans_no_chunk_states_and_refuses_a_state_too_wide_to_carry() -> None:
+    spec = SpecClass(SSDDims(4, 16384, 8, 64, 1, 128), torch.bfloat16, 128, True, True)
+    launches, y, final_state = cutile_api.plan_forward(*meta_inputs(spec), chunk_size=128, arch="sm_90",
+                                                       variant=VARIANTS["fused-out"])
+    assert [la.kernel._pyfunc.__name__ for la in launches] == [
+        "_chunk_cumsum_kernel", "_state_pass_kernel", "_segment_scan_kernel", "_segment_out_kernel"]
+    walk, scan, out = launches[1:]
+    K = tuning.segment_out_config("sm_90", spec.dims, torch.bfloat16, 128).seg_chunks
+    nseg = -(-128 // K)
+    # The local walk stores segment end states only, over the output walk's segments; the scan hands the output
+    # walk every segment's fp32 entry state.
+    assert walk.args[12] == K and walk.args[14:17] == (False, False, True)
+    assert scan.args[3].shape == (4, 8, nseg, 64, 128) and scan.args[3].dtype == torch.float32
+    assert out.args[5] is scan.args[3] and out.grid == (nseg * 8, 4)
+    assert y.shape == (4, 16384, 8, 64) and final_state.shape == (4, 8, 64, 128)
+    wide = SpecClass(SSDDims(1, 1024, 8, 64, 1, 256), torch.bfloat16, 128, True, False)
+    assert "dstate <= 128" in VARIANTS["fused-out"].unsupported_reason(256)
+    assert VARIANTS["fused-out"].unsupported_reason(128) is None and VARIANTS["default"].unsupported_reason(512) is None
+    with pytest.raises(ValueError, match=r"dstate=256 \(B.shape\[3\]\); expected at most 128"):
+        cutile_api.plan_forward(*meta_inputs(wide), chunk_size=128, arch="sm_90", variant=VARIANTS["fused-out"])
+    traffic, how = cutile_api.intermediate_traffic(spec.dims, torch.bfloat16, 128, "sm_90", VARIANTS["fused-out"])
+    # No chunk states, but fp32 segment states written, scanned, written and read, and x and B read twice.
+    seg_states, x_and_b, cumsum = 4 * 8 * nseg * 64 * 128 * 4, 4 * 16384 * (8 * 64 + 128) * 2, 3 * 2 * 4 * 16384 * 8 * 4
+    assert how.startswith("fused pass") and traffic == cumsum + 4 * seg_states + x_and_b
+
+
 def _wide(launch) -> set[str]:
     from kernels.cutile.export import _wide_params
 

@@ -18,10 +18,7 @@ import torch
 from kernels.alloc import empty
 from kernels.cutile._launch import Launch, plan_launch
 from kernels.cutile.segment_state import segment_entries
-from kernels.cutile.tuning import SegmentOutConfig, SegmentScanConfig, SegmentStateConfig
-
-# The widest state a program carries: (dstate, headdim tile) fp32 beside a (chunk, chunk) fp32 C·Bᵀ block.
-MAX_DSTATE = 128
+from kernels.cutile.tuning import FUSED_MAX_DSTATE, SegmentOutConfig, SegmentScanConfig, SegmentStateConfig
 
 
 def _segment_out_kernel(
@@ -104,9 +101,9 @@ def segment_out(x: torch.Tensor, B: torch.Tensor, C: torch.Tensor, g: torch.Tens
     this kernel; returns the launches, y and the final state. ``A`` only stands in for a missing ``D``."""
     batch, seqlen, nheads, headdim = x.shape
     dstate = B.shape[3]
-    if dstate > MAX_DSTATE:
-        raise ValueError(f"segment_out: dstate={dstate} (B.shape[3]); expected at most {MAX_DSTATE}, the widest "
-                         "state a program carries")
+    if dstate > FUSED_MAX_DSTATE:
+        raise ValueError(f"segment_out: dstate={dstate} (B.shape[3]); expected at most {FUSED_MAX_DSTATE}, the "
+                         "widest state a program carries")
     K = cfg.seg_chunks
     launches, seg_entry, final_state = segment_entries(x, B, g, dtT, initial_state, chunk_size=chunk_size,
                                                        cfg=walk_cfg, seg_chunks=K, scan_cfg=scan_cfg,

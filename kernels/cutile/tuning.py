@@ -61,6 +61,17 @@ class Variant:
     states_t: bool | None = None
     split_states: bool = True
 
+    def unsupported_reason(self, dstate: int) -> str | None:
+        """Why this variant cannot run a problem of this dstate (None: it can)."""
+        if self.state == "fused" and dstate > FUSED_MAX_DSTATE:
+            return (f"the fused pass carries a head's whole state per program: dstate <= {FUSED_MAX_DSTATE}; the "
+                    f"case has {dstate}")
+        return None
+
+
+# The widest state the fused pass (kernels.cutile.segment_out) carries: (dstate, headdim tile) fp32 in registers
+# beside a (chunk, chunk) fp32 C·Bᵀ block.
+FUSED_MAX_DSTATE = 128
 
 VARIANTS = {
     "default": Variant(),

@@ -165,7 +165,7 @@ def bench_point(spec: ProblemSpec, impls: list[str], ceilings: dict[str, float],
         # What the point measures, grown as it goes; the case is built (and checked) from it at the end.
         measured: dict[str, object] = {"matmul": impl.matmul[spec.dtype], **floors, "bytes": c.bytes,
                                        "chunk_state_bytes": c.chunk_state_bytes, "flops": c.flops}
-        reason = impl.unsupported_reason(spec)
+        reason = impl.unsupported_reason(spec) or (variant and VARIANTS[variant].unsupported_reason(spec.dstate))
         if reason:
             records.append(_case(spec, name, variant, "unsupported", reason, **measured))
             continue
