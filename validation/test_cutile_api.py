@@ -171,6 +171,19 @@ def test_fused_pass_plans_no_chunk_states_and_refuses_a_state_too_wide_to_carry(
     assert how.startswith("fused pass") and traffic == cumsum + 4 * seg_states + x_and_b
 
 
+def test_split_diag_variant_reaches_chunk_out_only_for_whole_chunk_row_blocks() -> None:
+    def split(chunk_size: int, variant: str) -> bool:
+        spec = SpecClass(SSDDims(2, 1000, 8, 64, 1, 128), torch.bfloat16, chunk_size, True, False)
+        launches, _, _ = cutile_api.plan_forward(*meta_inputs(spec), chunk_size=chunk_size, arch="sm_90",
+                                                 variant=VARIANTS[variant])
+        [out] = [la for la in launches if la.kernel._pyfunc.__name__ == "_chunk_out_kernel"]
+        names = list(inspect.signature(out.kernel._pyfunc).parameters)
+        return out.args[names.index("SPLIT_DIAG")]
+
+    assert split(128, "split-diag") and not split(128, "default")
+    assert not split(256, "split-diag"), "chunk 256 runs in two row blocks: the halves are of the whole chunk only"
+
+
 def _wide(launch) -> set[str]:
     from kernels.cutile.export import _wide_params
 

@@ -39,8 +39,47 @@ def _state_t(states, b, head, chunk, p_tile, n, BLOCK_P, BLOCK_N, STATES_T):
     return h.transpose()
 
 
+def _diagonal_in_halves(x, dtT, g, D, y, acc, cb, b, head, row_block, p_tile, BLOCK_M, BLOCK_P, HAS_D, LATENCY,
+                        MMA_DTYPE):
+    """The diagonal block's rows as two halves of H = BLOCK_M/2 rows: ``acc`` (C·hᵀ, already decayed) plus the
+    causal part. The upper half sees only its own H x H triangle; the lower half sees the upper half's columns, all
+    in its past, with the decay factorized through the upper half's last cumsum g_e (exp2(g_i - g_e) *
+    exp2(g_e - g_j), both exponents <= 0), and its own triangle. 2 H**2 + 2 H exp2 instead of BLOCK_M**2, and the
+    all-future upper-right quarter is never formed."""
+    H = BLOCK_M // 2
+    halves = (2 * row_block, 2 * row_block + 1)  # in H rows of the sequence
+    rows = ct.arange(H, dtype=ct.int32)
+    causal = rows.reshape((H, 1)) >= rows.reshape((1, H))
+    g0 = ct.load(g, (b, head, halves[0]), shape=(1, 1, H)).reshape((1, H))
+    g1 = ct.load(g, (b, head, halves[1]), shape=(1, 1, H)).reshape((1, H))
+    dt0 = ct.load(dtT, (b, head, halves[0]), shape=(1, 1, H)).reshape((1, H))
+    dt1 = ct.load(dtT, (b, head, halves[1]), shape=(1, 1, H)).reshape((1, H))
+    # Rows past seqlen load as zeros (dt is zero there too) and are clipped on store.
+    X0 = ct.load(x, (b, halves[0], head, p_tile), shape=(1, H, 1, BLOCK_P), padding_mode=ct.PaddingMode.ZERO,
+                 latency=LATENCY).reshape((H, BLOCK_P))
+    X1 = ct.load(x, (b, halves[1], head, p_tile), shape=(1, H, 1, BLOCK_P), padding_mode=ct.PaddingMode.ZERO,
+                 latency=LATENCY).reshape((H, BLOCK_P))
+    cbf = cb.astype(ct.float32)
+    g0_col, g1_col = g0.reshape((H, 1)), g1.reshape((H, 1))
+    # Causal mask on the decay itself: future entries' exponents clamped to 0 before exp2, the entries 0 after.
+    w00 = ct.extract(cbf, (0, 0), shape=(H, H)) * ct.where(causal, ct.exp2(ct.minimum(g0_col - g0, 0.0)), 0.0) * dt0
+    w11 = ct.extract(cbf, (1, 1), shape=(H, H)) * ct.where(causal, ct.exp2(ct.minimum(g1_col - g1, 0.0)), 0.0) * dt1
+    g_e = ct.extract(g0, (0, H - 1), shape=(1, 1))
+    w10 = ct.extract(cbf, (1, 0), shape=(H, H)) * (ct.exp2(ct.minimum(g1_col - g_e, 0.0))
+                                                   * (ct.exp2(ct.minimum(g_e - g0, 0.0)) * dt0))
+    top = ct.mma(w00.astype(MMA_DTYPE), X0.astype(MMA_DTYPE), ct.extract(acc, (0, 0), shape=(H, BLOCK_P)))
+    bottom = ct.mma(w10.astype(MMA_DTYPE), X0.astype(MMA_DTYPE), ct.extract(acc, (1, 0), shape=(H, BLOCK_P)))
+    bottom = ct.mma(w11.astype(MMA_DTYPE), X1.astype(MMA_DTYPE), bottom)
+    if HAS_D:
+        d = ct.load(D, (head,), shape=(1,)).reshape((1, 1))
+        top = top + d * X0.astype(ct.float32)
+        bottom = bottom + d * X1.astype(ct.float32)
+    ct.store(y, (b, halves[0], head, p_tile), top.reshape((1, H, 1, BLOCK_P)).astype(y.dtype))
+    ct.store(y, (b, halves[1], head, p_tile), bottom.reshape((1, H, 1, BLOCK_P)).astype(y.dtype))
+
+
 def _rows_out(x, B, C, g, dtT, D, y, acc, cb, b, head, group, row_block, chunk, m, p_tile, ntiles,
-              CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, LATENCY, MMA_DTYPE):
+              CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, SPLIT_DIAG, LATENCY, MMA_DTYPE):
     """One head's BLOCK_M x BLOCK_P block of y, from ``acc`` = C·hᵀ of its entry state (not yet decayed)
     and, with C_ONCE, ``cb`` = the diagonal C·Bᵀ block (else built here)."""
     M_PER_CHUNK = CHUNK // BLOCK_M
@@ -73,22 +112,25 @@ def _rows_out(x, B, C, g, dtT, D, y, acc, cb, b, head, group, row_block, chunk, 
     # The diagonal block.
     if not C_ONCE:
         cb = _cb_block(B, C, b, row_block, group, ntiles, BLOCK_M, BLOCK_N, LATENCY, MMA_DTYPE)
-
-    # Causal mask on the decay itself: the future entries (i < j) have positive exponents, clamped
-    # to 0 before exp2 and replaced by 0 after, so no Inf is ever formed, let alone multiplied by 0.
-    rows = ct.arange(BLOCK_M, dtype=ct.int32)
-    causal = rows.reshape((BLOCK_M, 1)) >= rows.reshape((1, BLOCK_M))
-    g_row = g_m.reshape((1, BLOCK_M))
-    decay = ct.where(causal, ct.exp2(ct.minimum(g_m - g_row, 0.0)), 0.0)
-    dt_m = ct.load(dtT, (b, head, row_block), shape=(1, 1, BLOCK_M)).reshape((1, BLOCK_M))
-    # Rows past seqlen (ragged tail) load as zeros and are clipped on store; with dt = 0 and B = 0
-    # there, they contribute nothing to the real rows.
-    Xm = ct.load(x, (b, row_block, head, p_tile), shape=(1, BLOCK_M, 1, BLOCK_P),
-                 padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((BLOCK_M, BLOCK_P))
-    acc = ct.mma((cb.astype(ct.float32) * decay * dt_m).astype(MMA_DTYPE), Xm.astype(MMA_DTYPE), acc)
-    if HAS_D:
-        acc = acc + ct.load(D, (head,), shape=(1,)).reshape((1, 1)) * Xm.astype(ct.float32)
-    ct.store(y, (b, row_block, head, p_tile), acc.reshape((1, BLOCK_M, 1, BLOCK_P)).astype(y.dtype))
+    if SPLIT_DIAG:
+        _diagonal_in_halves(x, dtT, g, D, y, acc, cb, b, head, row_block, p_tile, BLOCK_M, BLOCK_P, HAS_D, LATENCY,
+                            MMA_DTYPE)
+    else:
+        # Causal mask on the decay itself: the future entries (i < j) have positive exponents, clamped
+        # to 0 before exp2 and replaced by 0 after, so no Inf is ever formed, let alone multiplied by 0.
+        rows = ct.arange(BLOCK_M, dtype=ct.int32)
+        causal = rows.reshape((BLOCK_M, 1)) >= rows.reshape((1, BLOCK_M))
+        g_row = g_m.reshape((1, BLOCK_M))
+        decay = ct.where(causal, ct.exp2(ct.minimum(g_m - g_row, 0.0)), 0.0)
+        dt_m = ct.load(dtT, (b, head, row_block), shape=(1, 1, BLOCK_M)).reshape((1, BLOCK_M))
+        # Rows past seqlen (ragged tail) load as zeros and are clipped on store; with dt = 0 and B = 0
+        # there, they contribute nothing to the real rows.
+        Xm = ct.load(x, (b, row_block, head, p_tile), shape=(1, BLOCK_M, 1, BLOCK_P),
+                     padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((BLOCK_M, BLOCK_P))
+        acc = ct.mma((cb.astype(ct.float32) * decay * dt_m).astype(MMA_DTYPE), Xm.astype(MMA_DTYPE), acc)
+        if HAS_D:
+            acc = acc + ct.load(D, (head,), shape=(1,)).reshape((1, 1)) * Xm.astype(ct.float32)
+        ct.store(y, (b, row_block, head, p_tile), acc.reshape((1, BLOCK_M, 1, BLOCK_P)).astype(y.dtype))
 
 
 def _chunk_cb_kernel(
@@ -129,6 +171,7 @@ def _chunk_out_kernel(
     C_ONCE: ct.Constant[bool],
     CB_BUFFER: ct.Constant[bool],
     STATES_T: ct.Constant[bool],
+    SPLIT_DIAG: ct.Constant[bool],
     LATENCY: ct.Constant[int],
 ):
     """Grid (cdiv(seqlen, BLOCK_M) * nheads/BLOCK_H * headdim/BLOCK_P, batch): BLOCK_M rows x BLOCK_P
@@ -172,12 +215,12 @@ def _chunk_out_kernel(
                      latency=LATENCY).reshape((BLOCK_M, BLOCK_M))
     if BLOCK_H == 1:
         _rows_out(x, B, C, g, dtT, D, y, acc, cb, b, head0, group, row_block, chunk, m, p_tile, ntiles,
-                  CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, LATENCY, MMA_DTYPE)
+                  CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, SPLIT_DIAG, LATENCY, MMA_DTYPE)
     else:
         # Held across the heads in the operand dtype it is rounded to at its use anyway: half the registers.
         cb_shared = cb.astype(MMA_DTYPE)
         _rows_out(x, B, C, g, dtT, D, y, acc, cb_shared, b, head0, group, row_block, chunk, m, p_tile, ntiles,
-                  CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, LATENCY, MMA_DTYPE)
+                  CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, SPLIT_DIAG, LATENCY, MMA_DTYPE)
         for hh in range(1, BLOCK_H):
             acc = ct.zeros((BLOCK_M, BLOCK_P), dtype=ct.float32)
             for n in range(ntiles):
@@ -186,7 +229,7 @@ def _chunk_out_kernel(
                 hT = _state_t(states, b, head0 + hh, chunk, p_tile, n, BLOCK_P, BLOCK_N, STATES_T)
                 acc = ct.mma(Cm.astype(STATE_MMA_DTYPE), hT.astype(STATE_MMA_DTYPE), acc)
             _rows_out(x, B, C, g, dtT, D, y, acc, cb_shared, b, head0 + hh, group, row_block, chunk, m, p_tile,
-                      ntiles, CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, LATENCY, MMA_DTYPE)
+                      ntiles, CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, SPLIT_DIAG, LATENCY, MMA_DTYPE)
 
 
 def _chunk_out_args(x, B, C, g, dtT, states, D, cbuf, y, cfg: ChunkOutConfig, chunk_size: int, has_D: bool,
@@ -210,6 +253,7 @@ def _chunk_out_args(x, B, C, g, dtT, states, D, cbuf, y, cfg: ChunkOutConfig, ch
         cfg.whole_chunks(chunk_size),
         cb_buffer,
         states_t,
+        cfg.split_diag and cfg.whole_chunks(chunk_size),
         cfg.latency,
     )
 

@@ -47,6 +47,9 @@ class Variant:
     with it at dstate 128 (169 against 119 us at 16K tokens) and no faster at 512.
     ``split_states``: the serial walk's chunk states, past 2**31 elements, in parts that each keep int32 indexing,
     one walk and one chunk_out launch per part (False: one buffer, int64-indexed, as before).
+    ``split_diag``: chunk_out's diagonal C·Bᵀ block in two row halves, the lower half's past columns with the decay
+    factorized (half the exp2, the all-future quarter never formed; None: the chooser's choice, for now never). On the
+    H200 chunk_out was 2-3% slower with it at 16384 tokens, dstate 64 to 512.
     ``cb_heads``: heads of a group that share one C·Bᵀ block in chunk_out (1: each head builds its own, the
     default; it must divide the heads of a group). Not yet measured: the shared block, held across the
     heads, spills registers on sm_90 (cuobjdump: about 1,700 local stores against 137 for one head).
@@ -60,6 +63,7 @@ class Variant:
     swap_ab: bool | None = None
     states_t: bool | None = None
     split_states: bool = True
+    split_diag: bool | None = None
 
     def unsupported_reason(self, dstate: int) -> str | None:
         """Why this variant cannot run a problem of this dstate (None: it can)."""
@@ -87,6 +91,7 @@ VARIANTS = {
     "states-int64": Variant(split_states=False),
     "c-twice": Variant(c_once=False),
     "cb-shared-8": Variant(cb_heads=8),
+    "split-diag": Variant(split_diag=True),
 }
 
 
@@ -164,8 +169,10 @@ class ChunkOutConfig:
     def with_variant(self, variant: Variant) -> ChunkOutConfig:
         """This configuration with what ``variant`` forces (C loaded once or not, C·Bᵀ shared or buffered)."""
         return replace(self, c_once=variant.c_once, block_h=variant.cb_heads if variant.cb_heads > 1 else self.block_h,
-                       cb_buffer=self.cb_buffer if variant.cb_buffer is None else variant.cb_buffer)
+                       cb_buffer=self.cb_buffer if variant.cb_buffer is None else variant.cb_buffer,
+                       split_diag=self.split_diag if variant.split_diag is None else variant.split_diag)
     block_h: int = 1          # heads of one group per program, sharing one C·Bᵀ block (needs c_once)
+    split_diag: bool = False  # the diagonal block in two row halves, the lower's past half factorized (whole chunks)
 
 
 def chunk_cumsum_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> ChunkCumsumConfig:

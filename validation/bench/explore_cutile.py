@@ -114,6 +114,10 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
         if 2 <= k <= 64:
             cand = dataclasses.replace(seg, unroll=2, seg_chunks=k)
             out.append(one(f"segmented unroll2 K{k}", "segmented-state", "segment_state", cand))
+    # The diagonal C·Bᵀ block in two row halves (split_diag): half the exp2, the all-future quarter skipped.
+    for occupancy in (co.occupancy, None):
+        cand = dataclasses.replace(co, split_diag=True, occupancy=occupancy)
+        out.append(one(f"chunk_out split occ{occupancy}", "default", "chunk_out", cand))
     # The fused pass (segment_out): segment length, headdim tile and occupancy of the output walk.
     if spec.dstate <= 128:
         so = base.segment_out
