@@ -33,7 +33,8 @@ class Variant:
     the entry states), "serial" (one program walks
     every chunk of a sequence, as the post's fwd_pass_state), "fused" (the segmented pass's local walks and
     scan, then kernels.cutile.segment_out: the output computed while each segment's state is carried on chip,
-    no chunk state in memory; dstate <= 128) or "auto" (the one ``state_pass_kind`` picks for the shape).
+    no chunk state in memory; dstate <= 128; on the H200 slower than the default at every shape tried, 298 against
+    234 us at 16384 tokens and dstate 128) or "auto" (the one ``state_pass_kind`` picks for the shape).
     ``int64``: "per-array" (int64 indexing only on the arrays whose span passes 2**31) or "all" (every
     array of a kernel as soon as one needs it, as before).
     ``c_once``: chunk_out builds the diagonal C·Bᵀ block in its C·hᵀ loop, loading C once (False: two
@@ -275,7 +276,9 @@ def segment_apply_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_siz
 def segment_out_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> SegmentOutConfig:
     # The longest segments that still give the output walk about TARGET_PROGRAMS' count of the segmented pass
     # (its chain is the whole output work of a chunk per step, so short chains matter more than for the local walk).
-    # Not yet measured against other choices.
+    # Only the variant fused-out runs it: on the H200 the fused pass took 297 us at (16384 tokens, dstate 128) with
+    # this choice (K 8, 64-wide), 285 with K 16, 409-449 with 32-wide tiles at two programs an SM, against 234 for
+    # the default (explore_cutile, 2026-12-01, reports/published/0.1.0+20261201T230901Z-f6eb8ea-dirty/explore-1-*).
     block_p = min(dims.headdim, 64)
     nchunks = -(-dims.seqlen // chunk_size)
     programs = dims.batch * dims.nheads * (dims.headdim // block_p)
