@@ -1,7 +1,8 @@
 """Ahead-of-time compile check of our cuTile forward (CPU only, no GPU).
 
 Every kernel of every specialization class that ``kernels.cutile.export`` lists is exported to a
-cubin for sm_90, sm_100 and sm_103; the bf16 matmul stages must run on Hopper's warpgroup tensor
+cubin for sm_90, sm_100 and sm_103 (and, for sm_90, the kernels of the opt-in variants that the default
+never launches, ``VARIANT_CLASSES``); the bf16 matmul stages must run on Hopper's warpgroup tensor
 cores (HGMMA in the sm_90 SASS). The exports run in a process pool (the cuTile front end holds the
 GIL), all started at once per session, and each test reads its own result.
 """
@@ -31,38 +32,53 @@ def _require_cuda_tile() -> None:
                     pytrace=False)
 
 
-def _cases() -> list[tuple[str, object, str, int]]:
-    """(arch, class, kernel name, which) for every distinct launch, by name and rank among the class's launches of
-    that kernel (a class may launch one kernel under two signatures), so collection needs no compiler."""
+def _cases() -> list[tuple[str, object, str, int, str]]:
+    """(arch, class, kernel name, which, variant) for every distinct launch, by name and rank among the class's
+    launches of that kernel (a class may launch one kernel under two signatures), so collection needs no compiler:
+    the default's launches, then those of the opt-in variants (``VARIANT_CLASSES``) that the default does not
+    compile already."""
     if importlib.util.find_spec("cuda.tile") is None:
-        return [("none", None, "cuda.tile missing", 0)]
-    from kernels.cutile.export import CLASSES_BY_ARCH, launches
+        return [("none", None, "cuda.tile missing", 0, "default")]
+    from kernels.cutile.export import CLASSES_BY_ARCH, VARIANT_CLASSES, launches
+    from kernels.cutile.tuning import VARIANTS
 
-    cases, seen = [], Counter()
+    cases, seen, symbols = [], Counter(), set()
     for arch in ARCHS:
-        for spec, kernel, _ in launches(arch, CLASSES_BY_ARCH[arch]):
+        for spec, kernel, signature in launches(arch, CLASSES_BY_ARCH[arch]):
             key = (arch, spec.name, kernel._pyfunc.__name__)
-            cases.append((arch, spec, kernel._pyfunc.__name__, seen[key]))
+            cases.append((arch, spec, kernel._pyfunc.__name__, seen[key], "default"))
             seen[key] += 1
+            symbols.add((arch, signature.symbol))
+        for spec, variant in VARIANT_CLASSES.get(arch, ()):
+            ranks = Counter()
+            for _, kernel, signature in launches(arch, (spec,), VARIANTS[variant]):
+                name = kernel._pyfunc.__name__
+                if (arch, signature.symbol) not in symbols:
+                    symbols.add((arch, signature.symbol))
+                    cases.append((arch, spec, name, ranks[name], variant))
+                ranks[name] += 1
     return cases
 
 
 _CASES = _cases()
 
 
-def _case_id(case: tuple[str, object, str, int]) -> str:
-    arch, spec, kernel_name, which = case
+def _case_id(case: tuple[str, object, str, int, str]) -> str:
+    arch, spec, kernel_name, which, variant = case
     stage = kernel_name.removeprefix("_").removesuffix("_kernel")
-    return f"{arch}-{getattr(spec, 'name', 'none')}-{stage}{f'-{which + 1}' if which else ''}"
+    return (f"{arch}-{getattr(spec, 'name', 'none')}-{stage}{f'-{which + 1}' if which else ''}"
+            f"{'' if variant == 'default' else f'-{variant}'}")
 
 
-def _export(arch: str, spec, kernel_name: str, which: int, path: Path) -> Path:
+def _export(arch: str, spec, kernel_name: str, which: int, variant: str, path: Path) -> Path:
     """Export one kernel of one class (in a worker process: kernel objects do not pickle)."""
     from cuda.tile.compilation import export_kernel
 
     from kernels.cutile.export import launches
+    from kernels.cutile.tuning import VARIANTS
 
-    kernel, signature = [(k, s) for _, k, s in launches(arch, (spec,)) if k._pyfunc.__name__ == kernel_name][which]
+    kernel, signature = [(k, s) for _, k, s in launches(arch, (spec,), VARIANTS[variant])
+                         if k._pyfunc.__name__ == kernel_name][which]
     export_kernel(kernel, [signature], str(path), gpu_code=arch, output_format="cubin")
     return path
 
@@ -76,16 +92,17 @@ def cubins(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str, str
     # returning a cubin cached by an earlier run (cuda.tile reads this variable on import).
     with isolated.Pool(os.cpu_count() or 2, env={"CUDA_TILE_CACHE_DIR": "off"}) as pool:
         futures = {}
-        for arch, spec, kernel_name, which in _CASES:
-            path = out / f"{arch}-{spec.name}-{kernel_name}-{which}.cubin"
-            futures[(arch, spec.name, kernel_name, which)] = pool.submit(_export, arch, spec, kernel_name, which, path)
+        for arch, spec, kernel_name, which, variant in _CASES:
+            path = out / f"{arch}-{spec.name}-{kernel_name}-{which}-{variant}.cubin"
+            futures[(arch, spec.name, kernel_name, which, variant)] = pool.submit(_export, arch, spec, kernel_name,
+                                                                                 which, variant, path)
         yield futures
 
 
 @pytest.mark.parametrize("case", _CASES, ids=[_case_id(c) for c in _CASES])
 def test_kernel_exports_to_cubin(case, cubins) -> None:
-    arch, spec, kernel_name, which = case
-    path: Path = cubins[(arch, spec.name, kernel_name, which)].result()
+    arch, spec, kernel_name, which, variant = case
+    path: Path = cubins[(arch, spec.name, kernel_name, which, variant)].result()
     assert path.stat().st_size > 0, f"{kernel_name} for {arch} ({spec.name}) exported an empty cubin"
 
 
@@ -112,24 +129,28 @@ def test_bf16_matmuls_lower_to_hgmma_on_sm90(kernel_name, cubins) -> None:
     # so the claim is made for the classes with headdim >= 64, the post's headline among them.
     # The default picks the serial or the segmented state pass by shape: check the classes that launch it.
     classes = [s for s in CLASSES_BY_ARCH["sm_90"] if s.dtype == torch.bfloat16 and s.dims.headdim >= 64
-               and ("sm_90", s.name, kernel_name, 0) in cubins]
+               and ("sm_90", s.name, kernel_name, 0, "default") in cubins]
     assert classes, f"no bf16 class with headdim >= 64 launches {kernel_name}"
     for spec in classes:
-        path = cubins[("sm_90", spec.name, kernel_name, 0)].result()
+        path = cubins[("sm_90", spec.name, kernel_name, 0, "default")].result()
         sass = subprocess.run([_cuobjdump(), "-sass", str(path)], check=True, capture_output=True, text=True).stdout
         assert "HGMMA" in sass, f"{kernel_name} ({spec.name}) has no HGMMA in its sm_90 SASS"
 
 
 @pytest.mark.parametrize("stage", ["chunk_cumsum", "state_pass", "segment_scan", "segment_apply",
-                                   "chunk_out"])
+                                   "chunk_out", "segment_out"])
 def test_launch_args_match_kernel_parameters(stage) -> None:
     _require_cuda_tile()
     from kernels.cutile.api import plan_forward
-    from kernels.cutile.export import SPEC_CLASSES, meta_inputs
+    from kernels.cutile.export import SPEC_CLASSES, VARIANT_CLASSES, meta_inputs
+    from kernels.cutile.tuning import VARIANTS
 
-    # The default picks the serial or the segmented state pass by shape: each stage is in some class.
-    found = [(spec, la) for spec in SPEC_CLASSES
-             for la in plan_forward(*meta_inputs(spec), chunk_size=spec.chunk_size, arch="sm_90")[0]
+    # The default picks the serial or the segmented state pass by shape: each stage is in some class (the fused
+    # pass's output walk in the opt-in variants' classes).
+    plans = [(spec, "default") for spec in SPEC_CLASSES] + list(VARIANT_CLASSES["sm_90"])
+    found = [(spec, la) for spec, variant in plans
+             for la in plan_forward(*meta_inputs(spec), chunk_size=spec.chunk_size, arch="sm_90",
+                                    variant=VARIANTS[variant])[0]
              if la.kernel._pyfunc.__name__ == f"_{stage}_kernel"]
     assert found, f"no specialization class launches {stage}"
     for spec, launch in found:

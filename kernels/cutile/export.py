@@ -80,6 +80,12 @@ CLASSES_BY_ARCH = {
 }
 
 
+# The opt-in variants whose kernels the default never launches (kernels.cutile.tuning.VARIANTS), exported for sm_90
+# at the headline class so that the compile check builds them too: the fused pass's kernels and chunk_out with its
+# diagonal block in halves.
+VARIANT_CLASSES = {"sm_90": ((SPEC_CLASSES[1], "fused-out"), (SPEC_CLASSES[1], "split-diag"))}
+
+
 def meta_inputs(spec: SpecClass) -> tuple:
     d = spec.dims
     meta = {"device": "meta"}
