@@ -132,16 +132,19 @@ def intermediate_traffic(dims: SSDDims, dtype: torch.dtype, chunk_size: int, arc
         return cumsum + cb + 2 * elems * e + 2 * elems * 4, (
             f"chunked state pass: fp32 chunk contributions written and scanned; {name} chunk states written once "
             f"and read once; the cumsum's g and dt written once, read twice{cb_how}")
+    def segment_bytes(seg_chunks: int) -> int:  # one fp32 state per segment
+        return dims.batch * dims.nheads * -(-nchunks // seg_chunks) * dims.headdim * dims.dstate * 4
+
     if kind == "fused":
         K = tuning.segment_out_config(arch, dims, dtype, chunk_size).seg_chunks
-        seg = dims.batch * dims.nheads * -(-nchunks // K) * dims.headdim * dims.dstate * 4
+        seg = segment_bytes(K)
         x_b = tokens * (dims.nheads * dims.headdim + dims.ngroups * dims.dstate) * torch.empty((), dtype=dtype).element_size()
         return cumsum + 4 * seg + x_b, (
             f"fused pass (segments of {K} chunks): no chunk state in memory; fp32 segment states written and "
             "scanned, entry states written and read; x and B read a second time by the local walk; the cumsum's g "
             "and dt written once, read twice")
     K = tuning.segment_state_config(arch, dims, dtype, chunk_size).seg_chunks
-    seg = dims.batch * dims.nheads * -(-nchunks // K) * dims.headdim * dims.dstate * 4
+    seg = segment_bytes(K)
     return cumsum + cb + 4 * elems * e + 3 * seg, (
         f"segmented state pass (segments of {K} chunks): {name} chunk states written, read and rewritten by "
         "the completion, read by chunk_out; fp32 segment states written, scanned, written; the cumsum's g "

@@ -39,6 +39,15 @@ def _state_t(states, b, head, chunk, p_tile, n, BLOCK_P, BLOCK_N, STATES_T):
     return h.transpose()
 
 
+def _causal_decay(g_col, BLOCK):
+    """exp2(g_i - g_j) for i >= j, 0 above the diagonal, of one diagonal (BLOCK x BLOCK) block from its cumsum g_col
+    (BLOCK, 1). The causal mask is on the decay itself: the future entries (i < j) have positive exponents, clamped
+    to 0 before exp2 and replaced by 0 after, so no Inf is ever formed, let alone multiplied by 0."""
+    rows = ct.arange(BLOCK, dtype=ct.int32)
+    causal = rows.reshape((BLOCK, 1)) >= rows.reshape((1, BLOCK))
+    return ct.where(causal, ct.exp2(ct.minimum(g_col - g_col.reshape((1, BLOCK)), 0.0)), 0.0)
+
+
 def _diagonal_in_halves(x, dtT, g, D, y, acc, cb, b, head, row_block, p_tile, BLOCK_M, BLOCK_P, HAS_D, LATENCY,
                         MMA_DTYPE):
     """The diagonal block's rows as two halves of H = BLOCK_M/2 rows: ``acc`` (C·hᵀ, already decayed) plus the
@@ -48,8 +57,6 @@ def _diagonal_in_halves(x, dtT, g, D, y, acc, cb, b, head, row_block, p_tile, BL
     all-future upper-right quarter is never formed."""
     H = BLOCK_M // 2
     halves = (2 * row_block, 2 * row_block + 1)  # in H rows of the sequence
-    rows = ct.arange(H, dtype=ct.int32)
-    causal = rows.reshape((H, 1)) >= rows.reshape((1, H))
     g0 = ct.load(g, (b, head, halves[0]), shape=(1, 1, H)).reshape((1, H))
     g1 = ct.load(g, (b, head, halves[1]), shape=(1, 1, H)).reshape((1, H))
     dt0 = ct.load(dtT, (b, head, halves[0]), shape=(1, 1, H)).reshape((1, H))
@@ -61,9 +68,8 @@ def _diagonal_in_halves(x, dtT, g, D, y, acc, cb, b, head, row_block, p_tile, BL
                  latency=LATENCY).reshape((H, BLOCK_P))
     cbf = cb.astype(ct.float32)
     g0_col, g1_col = g0.reshape((H, 1)), g1.reshape((H, 1))
-    # Causal mask on the decay itself: future entries' exponents clamped to 0 before exp2, the entries 0 after.
-    w00 = ct.extract(cbf, (0, 0), shape=(H, H)) * ct.where(causal, ct.exp2(ct.minimum(g0_col - g0, 0.0)), 0.0) * dt0
-    w11 = ct.extract(cbf, (1, 1), shape=(H, H)) * ct.where(causal, ct.exp2(ct.minimum(g1_col - g1, 0.0)), 0.0) * dt1
+    w00 = ct.extract(cbf, (0, 0), shape=(H, H)) * _causal_decay(g0_col, H) * dt0
+    w11 = ct.extract(cbf, (1, 1), shape=(H, H)) * _causal_decay(g1_col, H) * dt1
     g_e = ct.extract(g0, (0, H - 1), shape=(1, 1))
     w10 = ct.extract(cbf, (1, 0), shape=(H, H)) * (ct.exp2(ct.minimum(g1_col - g_e, 0.0))
                                                    * (ct.exp2(ct.minimum(g_e - g0, 0.0)) * dt0))
@@ -116,12 +122,7 @@ def _rows_out(x, B, C, g, dtT, D, y, acc, cb, b, head, group, row_block, chunk, 
         _diagonal_in_halves(x, dtT, g, D, y, acc, cb, b, head, row_block, p_tile, BLOCK_M, BLOCK_P, HAS_D, LATENCY,
                             MMA_DTYPE)
     else:
-        # Causal mask on the decay itself: the future entries (i < j) have positive exponents, clamped
-        # to 0 before exp2 and replaced by 0 after, so no Inf is ever formed, let alone multiplied by 0.
-        rows = ct.arange(BLOCK_M, dtype=ct.int32)
-        causal = rows.reshape((BLOCK_M, 1)) >= rows.reshape((1, BLOCK_M))
-        g_row = g_m.reshape((1, BLOCK_M))
-        decay = ct.where(causal, ct.exp2(ct.minimum(g_m - g_row, 0.0)), 0.0)
+        decay = _causal_decay(g_m, BLOCK_M)
         dt_m = ct.load(dtT, (b, head, row_block), shape=(1, 1, BLOCK_M)).reshape((1, BLOCK_M))
         # Rows past seqlen (ragged tail) load as zeros and are clipped on store; with dt = 0 and B = 0
         # there, they contribute nothing to the real rows.

@@ -17,7 +17,9 @@ import torch
 
 from kernels.alloc import empty
 from kernels.cutile._launch import Launch, plan_launch
+from kernels.cutile.chunk_out import _causal_decay
 from kernels.cutile.segment_state import segment_entries
+from kernels.cutile.state_pass import _weigh
 from kernels.cutile.tuning import FUSED_MAX_DSTATE, SegmentOutConfig, SegmentScanConfig, SegmentStateConfig
 
 
@@ -58,8 +60,6 @@ def _segment_out_kernel(
     # hᵀ: the operand C·hᵀ takes as it is, and the shape the swapped step (hᵀ = (w B)ᵀ X) produces.
     hT = ct.load(seg_entry, (b, head, seg, 0, p_tile), shape=(1, 1, 1, DSTATE, BLOCK_P),
                  order=(0, 1, 2, 4, 3)).reshape((DSTATE, BLOCK_P))
-    rows = ct.arange(CHUNK, dtype=ct.int32)
-    causal = rows.reshape((CHUNK, 1)) >= rows.reshape((1, CHUNK))
     for step in range(min(SEG_CHUNKS, nchunks - first)):
         chunk = first + step
         # Rows past seqlen load as zeros (and dt is zero there): they add nothing and are clipped on store.
@@ -71,26 +71,21 @@ def _segment_out_kernel(
                     latency=LATENCY).reshape((CHUNK, BLOCK_P))
         gc = ct.load(g, (b, head, chunk), shape=(1, 1, CHUNK)).reshape((CHUNK,))
         dtc = ct.load(dtT, (b, head, chunk), shape=(1, 1, CHUNK)).reshape((CHUNK,))
-        Xm = X.astype(MMA_DTYPE)
 
         # The output: C·hᵀ of the entry state, decayed to each row (g <= 0), then the causal in-chunk part.
         g_col = gc.reshape((CHUNK, 1))
         acc = ct.mma(Cc.astype(STATE_MMA_DTYPE), hT.astype(STATE_MMA_DTYPE), ct.zeros((CHUNK, BLOCK_P), dtype=ct.float32))
         acc = acc * ct.exp2(g_col)
         cb = ct.mma(Cc.astype(MMA_DTYPE), Bc.transpose().astype(MMA_DTYPE), ct.zeros((CHUNK, CHUNK), dtype=ct.float32))
-        # Future entries (i < j) have positive exponents: clamped to 0 before exp2, replaced by 0 after.
-        decay = ct.where(causal, ct.exp2(ct.minimum(g_col - gc.reshape((1, CHUNK)), 0.0)), 0.0)
-        acc = ct.mma((cb * decay * dtc.reshape((1, CHUNK))).astype(MMA_DTYPE), Xm, acc)
+        acc = ct.mma((cb * _causal_decay(g_col, CHUNK) * dtc.reshape((1, CHUNK))).astype(MMA_DTYPE),
+                     X.astype(MMA_DTYPE), acc)
         if HAS_D:
             acc = acc + ct.load(D, (head,), shape=(1,)).reshape((1, 1)) * X.astype(ct.float32)
         ct.store(y, (b, chunk, head, p_tile), acc.reshape((1, CHUNK, 1, BLOCK_P)).astype(y.dtype))
 
-        # The state at the next chunk's entry (g is padded with the last real token's value, so CHUNK - 1 holds
-        # the chunk's total; the clamp absorbs the cumsum's rounding, as in the walk).
-        g_last = ct.extract(gc, (CHUNK - 1,), shape=(1,))
-        w = ct.exp2(ct.minimum(g_last - gc, 0.0)) * dtc
-        Bw = (Bc * w.reshape((CHUNK, 1))).astype(MMA_DTYPE)
-        hT = ct.mma(Bw.transpose(), Xm, hT * ct.exp2(g_last).reshape((1, 1)))
+        # The state at the next chunk's entry: the walk's swapped step.
+        Bw, g_last = _weigh(Bc, gc, dtc, CHUNK, MMA_DTYPE)
+        hT = ct.mma(Bw.transpose(), X.astype(MMA_DTYPE), hT * ct.exp2(g_last).reshape((1, 1)))
 
 
 def segment_out(x: torch.Tensor, B: torch.Tensor, C: torch.Tensor, g: torch.Tensor, dtT: torch.Tensor,

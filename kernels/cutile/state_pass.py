@@ -30,9 +30,20 @@ def state_tile(pid, ntiles, ptiles, nheads):
     return n_tile, p_tile, head, pid // (ntiles * ptiles * nheads)
 
 
+def _weigh(Bc, gc, dtc, CHUNK, MMA_DTYPE):
+    """A chunk's weighted B, exp2(g_last - g) * dt * B, in the matmul dtype, and g_last, its total log2 decay: what a
+    step of the walk needs besides X and the carried state."""
+    # g is padded with the last real token's value, so index CHUNK - 1 holds the chunk's total.
+    g_last = ct.extract(gc, (CHUNK - 1,), shape=(1,))
+    # In exact arithmetic g_last <= g; the cumsum's rounding may break that by an ulp of |g|,
+    # which is huge when |g| is: clamp so that no exponent is ever positive.
+    weight = ct.exp2(ct.minimum(g_last - gc, 0.0)) * dtc
+    return (Bc * weight.reshape((CHUNK, 1))).astype(MMA_DTYPE), g_last
+
+
 def _chunk_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile, CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE):
-    """One chunk's X (CHUNK, BLOCK_P), its weighted B, exp2(g_last - g) * dt * B (CHUNK, BLOCK_N), in the matmul
-    dtype, and g_last, its total log2 decay: all that a step of the walk needs besides the carried state."""
+    """One chunk's X (CHUNK, BLOCK_P), its weighted B (CHUNK, BLOCK_N) and g_last (``_weigh``), in the matmul dtype:
+    all that a step of the walk needs besides the carried state."""
     # Rows past seqlen load as zeros: with dt = 0 there too, the ragged tail adds nothing; a chunk past the
     # sequence's end loads g = 0 and dt = 0 as well (a step that changes nothing).
     X = ct.load(x, (b, chunk, head, p_tile), shape=(1, CHUNK, 1, BLOCK_P),
@@ -41,12 +52,8 @@ def _chunk_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile, CHUNK, BLO
                  padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((CHUNK, BLOCK_N))
     gc = ct.load(g, (b, head, chunk), shape=(1, 1, CHUNK), padding_mode=ct.PaddingMode.ZERO).reshape((CHUNK,))
     dtc = ct.load(dtT, (b, head, chunk), shape=(1, 1, CHUNK), padding_mode=ct.PaddingMode.ZERO).reshape((CHUNK,))
-    # g is padded with the last real token's value, so index CHUNK - 1 holds the chunk's total.
-    g_last = ct.extract(gc, (CHUNK - 1,), shape=(1,))
-    # In exact arithmetic g_last <= g; the cumsum's rounding may break that by an ulp of |g|,
-    # which is huge when |g| is: clamp so that no exponent is ever positive.
-    weight = ct.exp2(ct.minimum(g_last - gc, 0.0)) * dtc
-    return X.astype(MMA_DTYPE), (Bc * weight.reshape((CHUNK, 1))).astype(MMA_DTYPE), g_last
+    Bw, g_last = _weigh(Bc, gc, dtc, CHUNK, MMA_DTYPE)
+    return X.astype(MMA_DTYPE), Bw, g_last
 
 
 def _store_entry(states, chunk_decay, h, decay, b, head, chunk, t0, t1, SHAPE5, STATES_ORDER, STORE_STATES,

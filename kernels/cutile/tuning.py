@@ -239,18 +239,25 @@ def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: 
     return StatePassConfig(block_p=block_p, block_n=block_n, latency=8)
 
 
+def _segment_chunks(arch: str, dims: SSDDims, chunk_size: int, programs_per_segment: int) -> int:
+    """The longest segments (a power of two of chunks, at most _MAX_SEGMENT_CHUNKS) that still give about the
+    segmented pass's TARGET_PROGRAMS count of programs, ``programs_per_segment`` to a segment."""
+    nchunks = -(-dims.seqlen // chunk_size)
+    target = TARGET_PROGRAMS.get(arch, TARGET_PROGRAMS["sm_90"])[1]
+    seg_chunks = _MAX_SEGMENT_CHUNKS
+    while seg_chunks > 1 and programs_per_segment * -(-nchunks // seg_chunks) < target:
+        seg_chunks //= 2
+    return seg_chunks
+
+
 def segment_state_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> SegmentStateConfig:
     # Narrow tiles at occupancy 4, the longest segments that still give about TARGET_PROGRAMS' count (every segment adds one state of traffic to the scan and one step to its chain):
     # 64 x 32 tiles at occupancy 4 ran the local pass in 71 us at (16384 tokens, dstate 128) on the H200,
     # against 128-212 us for 64 x 64 and 64 x 128 tiles at occupancy 2 or none (explore_cutile, 2026-12-01).
     block_p = min(dims.headdim, 64)
     block_n = min(dims.dstate, 32)
-    nchunks = -(-dims.seqlen // chunk_size)
     tiles = dims.batch * dims.nheads * (dims.headdim // block_p) * (dims.dstate // block_n)
-    seg_chunks = _MAX_SEGMENT_CHUNKS
-    target = TARGET_PROGRAMS.get(arch, TARGET_PROGRAMS["sm_90"])[1]
-    while seg_chunks > 1 and tiles * -(-nchunks // seg_chunks) < target:
-        seg_chunks //= 2
+    seg_chunks = _segment_chunks(arch, dims, chunk_size, tiles)
     return SegmentStateConfig(block_p=block_p, block_n=block_n, seg_chunks=seg_chunks, latency=8, occupancy=4)
 
 
@@ -280,13 +287,8 @@ def segment_out_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size:
     # this choice (K 8, 64-wide), 285 with K 16, 409-449 with 32-wide tiles at two programs an SM, against 234 for
     # the default (explore_cutile, 2026-12-01, reports/published/0.1.0+20261201T230901Z-f6eb8ea-dirty/explore-1-*).
     block_p = min(dims.headdim, 64)
-    nchunks = -(-dims.seqlen // chunk_size)
     programs = dims.batch * dims.nheads * (dims.headdim // block_p)
-    seg_chunks = _MAX_SEGMENT_CHUNKS
-    target = TARGET_PROGRAMS.get(arch, TARGET_PROGRAMS["sm_90"])[1]
-    while seg_chunks > 1 and programs * -(-nchunks // seg_chunks) < target:
-        seg_chunks //= 2
-    return SegmentOutConfig(block_p=block_p, seg_chunks=seg_chunks, latency=4)
+    return SegmentOutConfig(block_p=block_p, seg_chunks=_segment_chunks(arch, dims, chunk_size, programs), latency=4)
 
 
 def chunk_out_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> ChunkOutConfig:
