@@ -107,6 +107,18 @@ def test_plan_takes_explicit_configs_and_defaults_to_the_choosers() -> None:
         "headdim 32 in tiles of 8 instead of 16: twice the programs")
 
 
+@pytest.mark.parametrize("dstate,hinted", [(64, True), (128, False), (256, True), (512, True)])
+def test_the_walk_hints_its_g_and_dt_loads_where_that_was_measured_faster(dstate, hinted) -> None:
+    # The serial walk's last compile-time argument is the latency hint of its g and dt loads (0: none).
+    x, dt, A, B, C, D, h0 = meta_inputs(SpecClass(SSDDims(4, 16384, 8, 64, 1, dstate), torch.bfloat16, 128, True,
+                                                  False))
+    launches, _, _ = cutile_api.plan_forward(x, dt, A, B, C, D, h0, chunk_size=128, arch="sm_90",
+                                             variant=VARIANTS["serial-state"])
+    walk = next(la for la in launches if la.kernel._pyfunc.__name__ == "_state_pass_kernel")
+    assert walk.args[-1] == (4 if hinted else 0)
+    assert list(inspect.signature(walk.kernel._pyfunc).parameters)[-1] == "SCALAR_LATENCY"
+
+
 def test_plan_on_meta_tensors_allocates_outputs_of_the_documented_shapes() -> None:
     # The segmented pass on this small problem gets segments of one chunk (the chooser's grid target): no
     # completion pass.
@@ -280,9 +292,9 @@ def test_cb_shared_variant_plans_one_program_per_group_of_heads_and_refuses_what
 
 
 def test_launch_names_are_the_plan_of_the_variant_on_meta_tensors() -> None:
-    # What the benchmark names our per-kernel times by: the default at dstate 64 past 8 chunks (segmented), the
+    # What the benchmark names our per-kernel times by: the default at dstate 64 past 128 chunks (segmented), the
     # serial variant's three kernels; real-sized inputs are planned on the meta device, nothing allocated.
-    x, dt, A, B, C, D, h0 = meta_inputs(SpecClass(SSDDims(4, 16384, 8, 64, 1, 64), torch.bfloat16, 128, True, False))
+    x, dt, A, B, C, D, h0 = meta_inputs(SpecClass(SSDDims(4, 32768, 8, 64, 1, 64), torch.bfloat16, 128, True, False))
     assert cutile_api.launch_names(x, dt, A, B, C, D, h0, chunk_size=128, arch="sm_90") == [
         "_chunk_cumsum_kernel", "_state_pass_kernel", "_segment_scan_kernel", "_segment_apply_kernel",
         "_chunk_out_kernel"]

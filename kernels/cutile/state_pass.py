@@ -41,7 +41,8 @@ def _weigh(Bc, gc, dtc, CHUNK, MMA_DTYPE):
     return (Bc * weight.reshape((CHUNK, 1))).astype(MMA_DTYPE), g_last
 
 
-def _chunk_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile, CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE):
+def _chunk_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile, CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE,
+                 SCALAR_LATENCY=0):
     """One chunk's X (CHUNK, BLOCK_P), its weighted B (CHUNK, BLOCK_N) and g_last (``_weigh``), in the matmul dtype:
     all that a step of the walk needs besides the carried state."""
     # Rows past seqlen load as zeros: with dt = 0 there too, the ragged tail adds nothing; a chunk past the
@@ -50,8 +51,12 @@ def _chunk_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile, CHUNK, BLO
                 padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((CHUNK, BLOCK_P))
     Bc = ct.load(B, (b, chunk, group, n_tile), shape=(1, CHUNK, 1, BLOCK_N),
                  padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((CHUNK, BLOCK_N))
-    gc = ct.load(g, (b, head, chunk), shape=(1, 1, CHUNK), padding_mode=ct.PaddingMode.ZERO).reshape((CHUNK,))
-    dtc = ct.load(dtT, (b, head, chunk), shape=(1, 1, CHUNK), padding_mode=ct.PaddingMode.ZERO).reshape((CHUNK,))
+    # The per-token g and dt rows: a latency hint of their own (0: the compiler's choice).
+    scalar_latency = ct.static_eval(SCALAR_LATENCY if SCALAR_LATENCY > 0 else None)
+    gc = ct.load(g, (b, head, chunk), shape=(1, 1, CHUNK), padding_mode=ct.PaddingMode.ZERO,
+                 latency=scalar_latency).reshape((CHUNK,))
+    dtc = ct.load(dtT, (b, head, chunk), shape=(1, 1, CHUNK), padding_mode=ct.PaddingMode.ZERO,
+                  latency=scalar_latency).reshape((CHUNK,))
     Bw, g_last = _weigh(Bc, gc, dtc, CHUNK, MMA_DTYPE)
     return X.astype(MMA_DTYPE), Bw, g_last
 
@@ -102,6 +107,7 @@ def _state_pass_kernel(
     STATES_T: ct.Constant[bool],
     LATENCY: ct.Constant[int],
     UNROLL: ct.Constant[int],
+    SCALAR_LATENCY: ct.Constant[int],
 ):
     """Grid (nseg * nheads * headdim/BLOCK_P * dstate/BLOCK_N, batch): one (BLOCK_P, BLOCK_N) tile of one
     head's state, carried in fp32 registers through the chunks of one segment, from the segment's entry
@@ -148,14 +154,14 @@ def _state_pass_kernel(
         chunk = first + step * UNROLL
         if UNROLL == 1:
             X, Bw, g_last = _chunk_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile,
-                                         CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE)
+                                         CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY)
             h, decay = _step(states, chunk_decay, h, decay, X, Bw, g_last, b, head, chunk, t0, t1,
                              SHAPE5, STATES_ORDER, STORE_STATES, STORE_DECAY, SWAP_AB, MMA_DTYPE)
         else:
             X0, Bw0, g_last0 = _chunk_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile,
-                                            CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE)
+                                            CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY)
             X1, Bw1, g_last1 = _chunk_tiles(x, B, g, dtT, b, chunk + 1, head, group, p_tile, n_tile,
-                                            CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE)
+                                            CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY)
             h, decay = _step(states, chunk_decay, h, decay, X0, Bw0, g_last0, b, head, chunk, t0, t1,
                              SHAPE5, STATES_ORDER, STORE_STATES, STORE_DECAY, SWAP_AB, MMA_DTYPE)
             if chunk + 1 < nchunks:
@@ -171,12 +177,14 @@ def _state_pass_kernel(
 
 def walk_args(x, B, g, dtT, *, seg_entry, states, chunk_decay, seg_end, seg_decay, chunk_size: int, block_p: int,
               block_n: int, seg_chunks: int, from_entry: bool, store_states: bool, store_decay: bool,
-              store_end: bool, latency: int, swap_ab: bool = False, states_t: bool = False, unroll: int = 1) -> tuple:
+              store_end: bool, latency: int, swap_ab: bool = False, states_t: bool = False, unroll: int = 1,
+              scalar_latency: int | None = None) -> tuple:
     """``_state_pass_kernel``'s arguments, by name; a buffer a walk does not touch may be any array of its rank."""
     if unroll not in (1, 2) or seg_chunks % unroll:
         raise ValueError(f"_state_pass_kernel: unroll={unroll}; expected 1 or 2, dividing seg_chunks={seg_chunks}")
     return (x, B, g, dtT, seg_entry, states, chunk_decay, seg_end, seg_decay, chunk_size, block_p, block_n,
-            seg_chunks, from_entry, store_states, store_decay, store_end, swap_ab, states_t, latency, unroll)
+            seg_chunks, from_entry, store_states, store_decay, store_end, swap_ab, states_t, latency, unroll,
+            scalar_latency or 0)
 
 
 def walk_grid(x: torch.Tensor, B: torch.Tensor, nseg: int, block_p: int, block_n: int) -> tuple[int, int]:
@@ -229,7 +237,8 @@ def state_pass(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torch.Ten
                          seg_end=seg_end, seg_decay=total_decay, chunk_size=chunk_size, block_p=cfg.block_p,
                          block_n=cfg.block_n, seg_chunks=WHOLE_SEQUENCE, from_entry=entry is not None,
                          store_states=True, store_decay=False, store_end=True, latency=cfg.latency,
-                         swap_ab=cfg.swap_ab, states_t=cfg.states_t, unroll=cfg.unroll)
+                         swap_ab=cfg.swap_ab, states_t=cfg.states_t, unroll=cfg.unroll,
+                         scalar_latency=cfg.scalar_latency)
         launches.append(plan_launch(_state_pass_kernel, walk_grid(xs, Bs, 1, cfg.block_p, cfg.block_n), args,
                                     occupancy=cfg.occupancy, int64_everywhere=int64_everywhere))
         parts.append((first, states))

@@ -117,6 +117,7 @@ class StatePassConfig:
     swap_ab: bool = False     # carry the state transposed: the register-computed operand first in the matmul
     states_t: bool = False    # lay the chunk states out transposed, (dstate, headdim), as the swapped walk carries them
     unroll: int = 1           # chunks whose tiles are loaded together, ahead of their steps (1 or 2)
+    scalar_latency: int | None = None  # latency hint of the per-token g and dt loads (None: the compiler's)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -188,18 +189,25 @@ def state_pass_kind(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: in
     2026-12-01, reports/published/0.1.0+20261201T082206Z-2fca4e2): dstate 128 to 512 serial for 16-bit inputs, the
     walk swapped from 256 on (16384 tokens: 459 against 718 us segmented at dstate 512; 1024 tokens: 41
     against 68; 65536: 1746 against 2764); dstate 128 serial (16384 tokens: 240 against 255 segmented and
-    339 chunked); dstate 64 segmented past 64 chunks (16384 tokens: 191 vs 200 us for the serial walk unrolled at
-    two programs an SM) and serial up to 64 (2048 tokens: 31.8 vs 38.3 us; 4096: 55.9 vs 60.9; 8192: 103.9 vs
-    106.7; explore_cutile, 2026-12-01, reports/published/0.1.0+20261201T193055Z-3fd0dd8/explore-5-*). fp32
-    inputs, whose walk is not swapped, keep the segmented pass at dstate 512 (measured on bf16 before the swap:
-    758 vs 824 us at 16384 tokens).
+    339 chunked); dstate 64 serial up to 128 chunks, its g and dt loads hinted (``_SCALAR_LATENCY``: 16384
+    tokens, 185.7 vs 190.9 us segmented; 8192: 101.3 vs 106.9; 4096: 55.7 vs 61.6; 2048: 32.4 vs 39.0) and
+    segmented past them (65536 tokens: 700.5 vs 705.4; explore_cutile, 2026-12-02,
+    reports/published/0.1.0+20261202T013000Z-walk-hints/explore-glat-*). fp32 inputs, whose walk is not swapped,
+    keep the segmented pass at dstate 512 (measured on bf16 before the swap: 758 vs 824 us at 16384 tokens).
     """
     nchunks = -(-dims.seqlen // chunk_size)
     if 128 <= dims.dstate <= 256 or (dims.dstate > 256 and _swapped_walk(dtype, dims)):
         return "serial"
-    if dims.dstate <= 64 and nchunks <= 64:
+    if dims.dstate <= 64 and nchunks <= 128:
         return "serial"
     return "segmented"
+
+
+# The latency hint of the serial walk's per-token g and dt loads where it paid: on the H200 the state pass at 16384
+# tokens took 127.9 against 162.9 us at dstate 256 (swapped walk), 174.3 against 198.9 at 512 and 79.6 against 93.5
+# at 64, but 108-109 us either way at 128, where the walk is left to the compiler's choice (2 and 8 were no better;
+# explore_cutile, 2026-12-02, reports/published/0.1.0+20261202T013000Z-walk-hints/explore-glat-16k.json).
+_SCALAR_LATENCY = 4
 
 
 def _swapped_walk(dtype: torch.dtype, dims: SSDDims) -> bool:
@@ -223,7 +231,7 @@ def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: 
         # unrolled spill and took 354 us at (16384, 512) (explore_cutile, 2026-12-01,
         # reports/published/0.1.0+20261201T191901Z-f273e44/explore-1-* and explore-2-*).
         return StatePassConfig(block_p=block_p, block_n=min(block_n, 64), latency=4, occupancy=2, swap_ab=True,
-                               unroll=2)
+                               unroll=2, scalar_latency=_SCALAR_LATENCY)
     if dtype in (torch.bfloat16, torch.float16):
         # 16-bit inputs: tiles down to 16 wide, two programs an SM, two chunks loaded ahead (TileGym's tuned walk
         # also runs 16-wide tiles two an SM). At (16384 tokens, dstate 128) on the H200: 111 us against 119 for
@@ -231,7 +239,8 @@ def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: 
         # (explore_cutile, 2026-12-01, reports/published/0.1.0+20261201T191901Z-f273e44/explore-1-*).
         while block_n > min(dims.dstate, 16) and tiles * (dims.dstate // block_n) < target:
             block_n //= 2
-        return StatePassConfig(block_p=block_p, block_n=block_n, latency=4, occupancy=2, unroll=2)
+        return StatePassConfig(block_p=block_p, block_n=block_n, latency=4, occupancy=2, unroll=2,
+                               scalar_latency=_SCALAR_LATENCY if dims.dstate <= 64 else None)
     # fp32 (tf32) inputs keep the walk measured before the unroll: tiles >= 32 wide, latency hint 8 (5-8% faster
     # than 4 at (16384 tokens, dstate 128 and 512) on the H200, explore_cutile, 2026-11-30).
     while block_n > min(dims.dstate, 32) and tiles * (dims.dstate // block_n) < target:

@@ -126,6 +126,18 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
                                       (16, 32, 2), (8, 32, None), (32, 32, 2)):
             cand = dataclasses.replace(so, seg_chunks=k, block_p=min(block_p, spec.headdim), occupancy=occupancy)
             out.append(one(f"fused K{k} p{cand.block_p} occ{occupancy}", "fused-out", "segment_out", cand))
+    # The latency hint of the walk's per-token g and dt loads (TileGym's tuned walk passes 4; without one the
+    # compiler's choice), unrolled or not and at wider dstate tiles, in the serial walk.
+    for scalar_latency in (2, 4, 8):
+        for unroll in (2, 1):
+            cand = dataclasses.replace(sp, scalar_latency=scalar_latency, unroll=unroll)
+            out.append(one(f"walk glat{scalar_latency} u{unroll}", "serial-state", "state_pass", cand))
+    if not sp.swap_ab:
+        for block_n, unroll in ((32, 2), (32, 1), (64, 2)):
+            cand = dataclasses.replace(sp, scalar_latency=4, unroll=unroll, block_n=min(block_n, spec.dstate))
+            out.append(one(f"walk glat4 n{cand.block_n} u{unroll}", "serial-state", "state_pass", cand))
+    cand = dataclasses.replace(seg, scalar_latency=4)
+    out.append(one("segwalk glat4", "segmented-state", "segment_state", cand))
     unique = {name: (name, variant, cfgs) for name, variant, cfgs in out}
     return [c for c in unique.values() if only is None or c[0].startswith(tuple(only)) or c[0] == "default"]
 
