@@ -109,14 +109,14 @@ def test_plan_takes_explicit_configs_and_defaults_to_the_choosers() -> None:
 
 @pytest.mark.parametrize("dstate,hinted", [(64, True), (128, False), (256, True), (512, True)])
 def test_the_walk_hints_its_g_and_dt_loads_where_that_was_measured_faster(dstate, hinted) -> None:
-    # The serial walk's last compile-time argument is the latency hint of its g and dt loads (0: none).
+    # SCALAR_LATENCY: the compile-time latency hint of the serial walk's g and dt loads (0: none).
     x, dt, A, B, C, D, h0 = meta_inputs(SpecClass(SSDDims(4, 16384, 8, 64, 1, dstate), torch.bfloat16, 128, True,
                                                   False))
     launches, _, _ = cutile_api.plan_forward(x, dt, A, B, C, D, h0, chunk_size=128, arch="sm_90",
                                              variant=VARIANTS["serial-state"])
     walk = next(la for la in launches if la.kernel._pyfunc.__name__ == "_state_pass_kernel")
-    assert walk.args[-1] == (4 if hinted else 0)
-    assert list(inspect.signature(walk.kernel._pyfunc).parameters)[-1] == "SCALAR_LATENCY"
+    names = list(inspect.signature(walk.kernel._pyfunc).parameters)
+    assert walk.args[names.index("SCALAR_LATENCY")] == (4 if hinted else 0)
 
 
 def test_plan_on_meta_tensors_allocates_outputs_of_the_documented_shapes() -> None:

@@ -118,6 +118,8 @@ class StatePassConfig:
     states_t: bool = False    # lay the chunk states out transposed, (dstate, headdim), as the swapped walk carries them
     unroll: int = 1           # chunks whose tiles are loaded together, ahead of their steps (1 or 2)
     scalar_latency: int | None = None  # latency hint of the per-token g and dt loads (None: the compiler's)
+    worker_warps: int | None = None    # warps computing in a program, 4 or 8 (None: the compiler's choice)
+    local_mma: bool = False   # unrolled: both chunks' Xᵀ Bw from zero first, the carried state only scaled and added
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -175,6 +177,7 @@ class ChunkOutConfig:
                        split_diag=self.split_diag if variant.split_diag is None else variant.split_diag)
     block_h: int = 1          # heads of one group per program, sharing one C·Bᵀ block (needs c_once)
     split_diag: bool = False  # the diagonal block in two row halves, the lower's past half factorized (whole chunks)
+    worker_warps: int | None = None  # warps computing in a program, 4 or 8 (None: the compiler's choice)
 
 
 def chunk_cumsum_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> ChunkCumsumConfig:

@@ -138,6 +138,17 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
             out.append(one(f"walk glat4 n{cand.block_n} u{unroll}", "serial-state", "state_pass", cand))
     cand = dataclasses.replace(seg, scalar_latency=4)
     out.append(one("segwalk glat4", "segmented-state", "segment_state", cand))
+    # The unrolled walk with both chunks' Xᵀ Bw computed from zero first, the chain then only scaling and adding.
+    for scalar_latency, occupancy in ((sp.scalar_latency, sp.occupancy), (4, sp.occupancy), (sp.scalar_latency, 3)):
+        cand = dataclasses.replace(sp, local_mma=True, unroll=2, scalar_latency=scalar_latency, occupancy=occupancy)
+        out.append(one(f"walk local glat{scalar_latency} occ{occupancy}", "serial-state", "state_pass", cand))
+    cand = dataclasses.replace(seg, local_mma=True, unroll=2)
+    out.append(one("segwalk local", "segmented-state", "segment_state", cand))
+    # chunk_out with eight worker warps (two warpgroups, 64 rows each), alone and with one C·Bᵀ block shared by 2, 4
+    # or 8 heads of a group, which spills with four warps (cb-shared-8).
+    for block_h, occupancy in ((1, None), (1, 1), (2, 1), (4, 1), (8, 1), (8, None)):
+        cand = dataclasses.replace(co, worker_warps=8, block_h=block_h, occupancy=occupancy)
+        out.append(one(f"chunk_out w8 h{block_h} occ{occupancy}", "default", "chunk_out", cand))
     unique = {name: (name, variant, cfgs) for name, variant, cfgs in out}
     return [c for c in unique.values() if only is None or c[0].startswith(tuple(only)) or c[0] == "default"]
 
