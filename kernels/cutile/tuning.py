@@ -120,6 +120,7 @@ class StatePassConfig:
     scalar_latency: int | None = None  # latency hint of the per-token g and dt loads (None: the compiler's)
     worker_warps: int | None = None    # warps computing in a program, 4 or 8 (None: the compiler's choice)
     local_mma: bool = False   # unrolled: both chunks' Xᵀ Bw from zero first, the carried state only scaled and added
+    store_latency: int | None = None   # latency hint of the chunk-state stores (None: the compiler's)
 
 
 @dataclass(frozen=True, kw_only=True)
