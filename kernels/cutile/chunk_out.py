@@ -302,5 +302,5 @@ def chunk_out(x: torch.Tensor, B: torch.Tensor, C: torch.Tensor, g: torch.Tensor
         args = _chunk_out_args(xs, Bs, Cs, gs, dts, part, D if has_D else A, cbuf, ys, cfg, chunk_size, has_D,
                                cb_buffer, states_t)
         launches.append(plan_launch(_chunk_out_kernel, grid, args, occupancy=cfg.occupancy,
-                                    int64_everywhere=int64_everywhere, worker_warps=cfg.worker_warps))
+                                    int64_everywhere=int64_everywhere))
     return launches, y

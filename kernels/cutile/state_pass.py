@@ -62,32 +62,21 @@ def _chunk_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile, CHUNK, BLO
 
 
 def _store_entry(states, chunk_decay, h, decay, b, head, chunk, t0, t1, SHAPE5, STATES_ORDER, STORE_STATES,
-                 STORE_DECAY, STORE_LATENCY=0):
+                 STORE_DECAY):
     """What the walk records at a chunk's entry: its state and, for a segment's local walk, its decay so far."""
     if STORE_STATES:
-        ct.store(states, (b, head, chunk, t0, t1), h.reshape(SHAPE5).astype(states.dtype), order=STATES_ORDER,
-                 latency=ct.static_eval(STORE_LATENCY if STORE_LATENCY > 0 else None))
+        ct.store(states, (b, head, chunk, t0, t1), h.reshape(SHAPE5).astype(states.dtype), order=STATES_ORDER)
     if STORE_DECAY:
         # Every state tile of the head stores the same d_c: identical values, so the duplicates are benign.
         ct.store(chunk_decay, (b, head, chunk), decay.reshape((1, 1, 1)))
 
 
-def _local(X, Bw, SHAPE, SWAP_AB):
-    """A chunk's own contribution from zero, Xᵀ Bw (its transpose with SWAP_AB): independent of the carried state."""
-    zero = ct.zeros(SHAPE, dtype=ct.float32)
-    if SWAP_AB:
-        local = ct.mma(Bw.transpose(), X, zero)
-    else:
-        local = ct.mma(X.transpose(), Bw, zero)
-    return local
-
-
 def _step(states, chunk_decay, h, decay, X, Bw, g_last, b, head, chunk, t0, t1, SHAPE5, STATES_ORDER,
-          STORE_STATES, STORE_DECAY, SWAP_AB, MMA_DTYPE, STORE_LATENCY=0):
+          STORE_STATES, STORE_DECAY, SWAP_AB, MMA_DTYPE):
     """Record the chunk's entry, then carry h and the decay through the chunk: h_next = exp2(g_last) h + Xᵀ Bw
     (its transpose with SWAP_AB)."""
     _store_entry(states, chunk_decay, h, decay, b, head, chunk, t0, t1, SHAPE5, STATES_ORDER, STORE_STATES,
-                 STORE_DECAY, STORE_LATENCY)
+                 STORE_DECAY)
     if SWAP_AB:
         h = ct.mma(Bw.transpose(), X, h * ct.exp2(g_last).reshape((1, 1)))
     else:
@@ -119,8 +108,6 @@ def _state_pass_kernel(
     LATENCY: ct.Constant[int],
     UNROLL: ct.Constant[int],
     SCALAR_LATENCY: ct.Constant[int],
-    LOCAL_MMA: ct.Constant[bool],
-    STORE_LATENCY: ct.Constant[int],
 ):
     """Grid (nseg * nheads * headdim/BLOCK_P * dstate/BLOCK_N, batch): one (BLOCK_P, BLOCK_N) tile of one
     head's state, carried in fp32 registers through the chunks of one segment, from the segment's entry
@@ -169,31 +156,19 @@ def _state_pass_kernel(
             X, Bw, g_last = _chunk_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile,
                                          CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY)
             h, decay = _step(states, chunk_decay, h, decay, X, Bw, g_last, b, head, chunk, t0, t1,
-                             SHAPE5, STATES_ORDER, STORE_STATES, STORE_DECAY, SWAP_AB, MMA_DTYPE, STORE_LATENCY)
+                             SHAPE5, STATES_ORDER, STORE_STATES, STORE_DECAY, SWAP_AB, MMA_DTYPE)
         else:
             X0, Bw0, g_last0 = _chunk_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile,
                                             CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY)
             X1, Bw1, g_last1 = _chunk_tiles(x, B, g, dtT, b, chunk + 1, head, group, p_tile, n_tile,
                                             CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY)
-            if LOCAL_MMA:
-                # Both chunks' own contributions first, off the chain: the chain is then elementwise.
-                L0 = _local(X0, Bw0, SHAPE, SWAP_AB)
-                L1 = _local(X1, Bw1, SHAPE, SWAP_AB)
-                _store_entry(states, chunk_decay, h, decay, b, head, chunk, t0, t1, SHAPE5, STATES_ORDER,
+            h, decay = _step(states, chunk_decay, h, decay, X0, Bw0, g_last0, b, head, chunk, t0, t1,
+                             SHAPE5, STATES_ORDER, STORE_STATES, STORE_DECAY, SWAP_AB, MMA_DTYPE)
+            if chunk + 1 < nchunks:
+                _store_entry(states, chunk_decay, h, decay, b, head, chunk + 1, t0, t1, SHAPE5, STATES_ORDER,
                              STORE_STATES, STORE_DECAY)
-                h, decay = h * ct.exp2(g_last0).reshape((1, 1)) + L0, decay + g_last0
-                if chunk + 1 < nchunks:
-                    _store_entry(states, chunk_decay, h, decay, b, head, chunk + 1, t0, t1, SHAPE5, STATES_ORDER,
-                                 STORE_STATES, STORE_DECAY)
-                h, decay = h * ct.exp2(g_last1).reshape((1, 1)) + L1, decay + g_last1
-            else:
-                h, decay = _step(states, chunk_decay, h, decay, X0, Bw0, g_last0, b, head, chunk, t0, t1,
-                                 SHAPE5, STATES_ORDER, STORE_STATES, STORE_DECAY, SWAP_AB, MMA_DTYPE)
-                if chunk + 1 < nchunks:
-                    _store_entry(states, chunk_decay, h, decay, b, head, chunk + 1, t0, t1, SHAPE5, STATES_ORDER,
-                                 STORE_STATES, STORE_DECAY)
-                h, decay = _step(states, chunk_decay, h, decay, X1, Bw1, g_last1, b, head, chunk + 1, t0, t1,
-                                 SHAPE5, STATES_ORDER, False, False, SWAP_AB, MMA_DTYPE)
+            h, decay = _step(states, chunk_decay, h, decay, X1, Bw1, g_last1, b, head, chunk + 1, t0, t1,
+                             SHAPE5, STATES_ORDER, False, False, SWAP_AB, MMA_DTYPE)
 
     if STORE_END:
         ct.store(seg_end, (b, head, seg, t0, t1), h.reshape(SHAPE5), order=ORDER)
@@ -203,14 +178,13 @@ def _state_pass_kernel(
 def walk_args(x, B, g, dtT, *, seg_entry, states, chunk_decay, seg_end, seg_decay, chunk_size: int, block_p: int,
               block_n: int, seg_chunks: int, from_entry: bool, store_states: bool, store_decay: bool,
               store_end: bool, latency: int, swap_ab: bool = False, states_t: bool = False, unroll: int = 1,
-              scalar_latency: int | None = None, local_mma: bool = False,
-              store_latency: int | None = None) -> tuple:
+              scalar_latency: int | None = None) -> tuple:
     """``_state_pass_kernel``'s arguments, by name; a buffer a walk does not touch may be any array of its rank."""
     if unroll not in (1, 2) or seg_chunks % unroll:
         raise ValueError(f"_state_pass_kernel: unroll={unroll}; expected 1 or 2, dividing seg_chunks={seg_chunks}")
     return (x, B, g, dtT, seg_entry, states, chunk_decay, seg_end, seg_decay, chunk_size, block_p, block_n,
             seg_chunks, from_entry, store_states, store_decay, store_end, swap_ab, states_t, latency, unroll,
-            scalar_latency or 0, local_mma, store_latency or 0)
+            scalar_latency or 0)
 
 
 def walk_grid(x: torch.Tensor, B: torch.Tensor, nseg: int, block_p: int, block_n: int) -> tuple[int, int]:
@@ -264,11 +238,9 @@ def state_pass(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torch.Ten
                          block_n=cfg.block_n, seg_chunks=WHOLE_SEQUENCE, from_entry=entry is not None,
                          store_states=True, store_decay=False, store_end=True, latency=cfg.latency,
                          swap_ab=cfg.swap_ab, states_t=cfg.states_t, unroll=cfg.unroll,
-                         scalar_latency=cfg.scalar_latency, local_mma=cfg.local_mma,
-                         store_latency=cfg.store_latency)
+                         scalar_latency=cfg.scalar_latency)
         launches.append(plan_launch(_state_pass_kernel, walk_grid(xs, Bs, 1, cfg.block_p, cfg.block_n), args,
-                                    occupancy=cfg.occupancy, int64_everywhere=int64_everywhere,
-                                    worker_warps=cfg.worker_warps))
+                                    occupancy=cfg.occupancy, int64_everywhere=int64_everywhere))
         parts.append((first, states))
         entry = end
     return launches, parts, final_state

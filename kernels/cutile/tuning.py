@@ -118,9 +118,6 @@ class StatePassConfig:
     states_t: bool = False    # lay the chunk states out transposed, (dstate, headdim), as the swapped walk carries them
     unroll: int = 1           # chunks whose tiles are loaded together, ahead of their steps (1 or 2)
     scalar_latency: int | None = None  # latency hint of the per-token g and dt loads (None: the compiler's)
-    worker_warps: int | None = None    # warps computing in a program, 4 or 8 (None: the compiler's choice)
-    local_mma: bool = False   # unrolled: both chunks' Xᵀ Bw from zero first, the carried state only scaled and added
-    store_latency: int | None = None   # latency hint of the chunk-state stores (None: the compiler's)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -178,7 +175,6 @@ class ChunkOutConfig:
                        split_diag=self.split_diag if variant.split_diag is None else variant.split_diag)
     block_h: int = 1          # heads of one group per program, sharing one C·Bᵀ block (needs c_once)
     split_diag: bool = False  # the diagonal block in two row halves, the lower's past half factorized (whole chunks)
-    worker_warps: int | None = None  # warps computing in a program, 4 or 8 (None: the compiler's choice)
 
 
 def chunk_cumsum_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> ChunkCumsumConfig:
@@ -207,10 +203,10 @@ def state_pass_kind(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: in
     return "segmented"
 
 
-# The latency hint of the serial walk's per-token g and dt loads where it paid: on the H200 the state pass at 16384
-# tokens took 127.9 against 162.9 us at dstate 256 (swapped walk), 174.3 against 198.9 at 512 and 79.6 against 93.5
-# at 64, but 108-109 us either way at 128, where the walk is left to the compiler's choice (2 and 8 were no better;
-# explore_cutile, 2026-12-02, reports/published/0.1.0+20261202T013000Z-walk-hints/explore-glat-16k.json).
+# The latency hint of the serial walk's per-token g and dt loads: on the H200 the state pass at 16384 tokens took
+# 127.9 against 162.9 us at dstate 256 (swapped walk), 174.3 against 198.9 at 512 and 79.6 against 93.5 at 64, with
+# the other hints as they were; at 128 it paid only with a shallower x and B pipeline (state_pass_config; 2 and 8
+# were no better; explore_cutile, 2026-12-02, reports/published/0.1.0+20261202T013000Z-walk-hints/explore-glat-16k.json).
 _SCALAR_LATENCY = 4
 
 
@@ -241,10 +237,18 @@ def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: 
         # also runs 16-wide tiles two an SM). At (16384 tokens, dstate 128) on the H200: 111 us against 119 for
         # 32-wide tiles at one program an SM, one chunk at a time, and 121 for 32-wide tiles unrolled at two an SM
         # (explore_cutile, 2026-12-01, reports/published/0.1.0+20261201T191901Z-f273e44/explore-1-*).
+        # The pipeline depth (the x and B latency hints, one chunk a step or two, the g and dt hint) measured best
+        # per dstate at 16384 tokens: at 128, hints 2 and 4, two chunks a step: 98.9 against 110.3 us (4096 tokens:
+        # 28.2 against 28.4); at 64, hints 6 and 4, one chunk a step: 71.6 against 79.5 (4096: 21.0 against 23.2);
+        # the 36 combinations of the run spread over 72-124 us (explore_cutile, 2026-12-02,
+        # reports/published/0.1.0+20261202T013000Z-walk-hints/explore-depth.json).
         while block_n > min(dims.dstate, 16) and tiles * (dims.dstate // block_n) < target:
             block_n //= 2
-        return StatePassConfig(block_p=block_p, block_n=block_n, latency=4, occupancy=2, unroll=2,
-                               scalar_latency=_SCALAR_LATENCY if dims.dstate <= 64 else None)
+        if dims.dstate <= 64:
+            return StatePassConfig(block_p=block_p, block_n=block_n, latency=6, occupancy=2, unroll=1,
+                                   scalar_latency=_SCALAR_LATENCY)
+        return StatePassConfig(block_p=block_p, block_n=block_n, latency=2, occupancy=2, unroll=2,
+                               scalar_latency=_SCALAR_LATENCY)
     # fp32 (tf32) inputs keep the walk measured before the unroll: tiles >= 32 wide, latency hint 8 (5-8% faster
     # than 4 at (16384 tokens, dstate 128 and 512) on the H200, explore_cutile, 2026-11-30).
     while block_n > min(dims.dstate, 32) and tiles * (dims.dstate // block_n) < target:

@@ -138,29 +138,15 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
             out.append(one(f"walk glat4 n{cand.block_n} u{unroll}", "serial-state", "state_pass", cand))
     cand = dataclasses.replace(seg, scalar_latency=4)
     out.append(one("segwalk glat4", "segmented-state", "segment_state", cand))
-    # The unrolled walk with both chunks' Xᵀ Bw computed from zero first, the chain then only scaling and adding.
-    for scalar_latency, occupancy in ((sp.scalar_latency, sp.occupancy), (4, sp.occupancy), (sp.scalar_latency, 3)):
-        cand = dataclasses.replace(sp, local_mma=True, unroll=2, scalar_latency=scalar_latency, occupancy=occupancy)
-        out.append(one(f"walk local glat{scalar_latency} occ{occupancy}", "serial-state", "state_pass", cand))
-    cand = dataclasses.replace(seg, local_mma=True, unroll=2)
-    out.append(one("segwalk local", "segmented-state", "segment_state", cand))
     # The serial walk's pipeline depth: the latency hint of its x and B loads, one chunk at a time or two, with and
-    # without the g and dt hint, and TileGym's tuned hints (x, B, g, dt 4, stores 2, one chunk at a time).
+    # without the g and dt hint.
     if not sp.swap_ab:
-        for latency in (2, 6, 8, 10):
+        for latency in (2, 4, 6, 8, 10):
             for unroll in (1, 2):
                 for scalar_latency in (None, 4):
                     cand = dataclasses.replace(sp, latency=latency, unroll=unroll, scalar_latency=scalar_latency)
                     out.append(one(f"depth lat{latency} u{unroll} glat{scalar_latency}", "serial-state", "state_pass",
                                    cand))
-        for unroll in (1, 2):
-            cand = dataclasses.replace(sp, latency=4, unroll=unroll, scalar_latency=4, store_latency=2)
-            out.append(one(f"depth tilegym-hints u{unroll}", "serial-state", "state_pass", cand))
-    # chunk_out with eight worker warps (two warpgroups, 64 rows each), alone and with one C·Bᵀ block shared by 2, 4
-    # or 8 heads of a group, which spills with four warps (cb-shared-8).
-    for block_h, occupancy in ((1, None), (1, 1), (2, 1), (4, 1), (8, 1), (8, None)):
-        cand = dataclasses.replace(co, worker_warps=8, block_h=block_h, occupancy=occupancy)
-        out.append(one(f"chunk_out w8 h{block_h} occ{occupancy}", "default", "chunk_out", cand))
     unique = {name: (name, variant, cfgs) for name, variant, cfgs in out}
     return [c for c in unique.values() if only is None or c[0].startswith(tuple(only)) or c[0] == "default"]
 
