@@ -192,7 +192,7 @@ def state_pass_kind(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: in
     339 chunked); dstate 64 serial up to 128 chunks, its g and dt loads hinted (``_SCALAR_LATENCY``: 16384
     tokens, 185.7 vs 190.9 us segmented; 8192: 101.3 vs 106.9; 4096: 55.7 vs 61.6; 2048: 32.4 vs 39.0) and
     segmented past them (65536 tokens: 700.5 vs 705.4; explore_cutile, 2026-12-02,
-    reports/published/0.1.0+20261202T013000Z-walk-hints/explore-glat-*). fp32 inputs, whose walk is not swapped,
+    reports/published/0.1.0+20261202T011403Z-069a45f/explore-2*). fp32 inputs, whose walk is not swapped,
     keep the segmented pass at dstate 512 (measured on bf16 before the swap: 758 vs 824 us at 16384 tokens).
     """
     nchunks = -(-dims.seqlen // chunk_size)
@@ -206,7 +206,7 @@ def state_pass_kind(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: in
 # The latency hint of the serial walk's per-token g and dt loads: on the H200 the state pass at 16384 tokens took
 # 127.9 against 162.9 us at dstate 256 (swapped walk), 174.3 against 198.9 at 512 and 79.6 against 93.5 at 64, with
 # the other hints as they were; at 128 it paid only with a shallower x and B pipeline (state_pass_config; 2 and 8
-# were no better; explore_cutile, 2026-12-02, reports/published/0.1.0+20261202T013000Z-walk-hints/explore-glat-16k.json).
+# were no better; explore_cutile, 2026-12-02, reports/published/0.1.0+20261202T011403Z-069a45f/explore-2-glat-16k.json).
 _SCALAR_LATENCY = 4
 
 
@@ -241,7 +241,7 @@ def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: 
         # per dstate at 16384 tokens: at 128, hints 2 and 4, two chunks a step: 98.9 against 110.3 us (4096 tokens:
         # 28.2 against 28.4); at 64, hints 6 and 4, one chunk a step: 71.6 against 79.5 (4096: 21.0 against 23.2);
         # the 36 combinations of the run spread over 72-124 us (explore_cutile, 2026-12-02,
-        # reports/published/0.1.0+20261202T013000Z-walk-hints/explore-depth.json).
+        # reports/published/0.1.0+20261202T011403Z-069a45f/explore-4-depth.json).
         while block_n > min(dims.dstate, 16) and tiles * (dims.dstate // block_n) < target:
             block_n //= 2
         if dims.dstate <= 64:
