@@ -147,6 +147,14 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
                     cand = dataclasses.replace(sp, latency=latency, unroll=unroll, scalar_latency=scalar_latency)
                     out.append(one(f"depth lat{latency} u{unroll} glat{scalar_latency}", "serial-state", "state_pass",
                                    cand))
+    # 32-wide headdim tiles (twice the programs, mma.sync instead of HGMMA) at two to four programs an SM.
+    if not sp.swap_ab and spec.headdim >= 64:
+        for occupancy in (2, 3, 4):
+            for unroll, latency in ((2, 2), (1, 6), (2, 4)):
+                cand = dataclasses.replace(sp, block_p=32, occupancy=occupancy, unroll=unroll, latency=latency,
+                                           scalar_latency=4)
+                out.append(one(f"walk p32 occ{occupancy} u{unroll} lat{latency}", "serial-state", "state_pass",
+                               cand))
     unique = {name: (name, variant, cfgs) for name, variant, cfgs in out}
     return [c for c in unique.values() if only is None or c[0].startswith(tuple(only)) or c[0] == "default"]
 
