@@ -42,7 +42,7 @@ def _weigh(Bc, gc, dtc, CHUNK, MMA_DTYPE):
 
 
 def _chunk_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile, CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE,
-                 SCALAR_LATENCY=0):
+                 SCALAR_LATENCY):
     """One chunk's X (CHUNK, BLOCK_P), its weighted B (CHUNK, BLOCK_N) and g_last (``_weigh``), in the matmul dtype:
     all that a step of the walk needs besides the carried state."""
     # Rows past seqlen load as zeros: with dt = 0 there too, the ragged tail adds nothing; a chunk past the

@@ -205,8 +205,9 @@ def state_pass_kind(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: in
 
 # The latency hint of the serial walk's per-token g and dt loads: on the H200 the state pass at 16384 tokens took
 # 127.9 against 162.9 us at dstate 256 (swapped walk), 174.3 against 198.9 at 512 and 79.6 against 93.5 at 64, with
-# the other hints as they were; at 128 it paid only with a shallower x and B pipeline (state_pass_config; 2 and 8
-# were no better; explore_cutile, 2026-12-02, reports/published/0.1.0+20261202T011403Z-069a45f/explore-2-glat-16k.json).
+# the other hints as they were; at 128 it paid only with a shallower x and B pipeline (state_pass_config; g and dt
+# hints of 2 and 8 were no better; explore_cutile, 2026-12-02,
+# reports/published/0.1.0+20261202T011403Z-069a45f/explore-2-glat-16k.json).
 _SCALAR_LATENCY = 4
 
 
@@ -233,8 +234,8 @@ def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: 
         return StatePassConfig(block_p=block_p, block_n=min(block_n, 64), latency=4, occupancy=2, swap_ab=True,
                                unroll=2, scalar_latency=_SCALAR_LATENCY)
     if dtype in (torch.bfloat16, torch.float16):
-        # 16-bit inputs: tiles down to 16 wide, two programs an SM, two chunks loaded ahead (TileGym's tuned walk
-        # also runs 16-wide tiles two an SM). At (16384 tokens, dstate 128) on the H200: 111 us against 119 for
+        # 16-bit inputs: tiles down to 16 wide, two programs an SM (TileGym's tuned walk also runs 16-wide tiles
+        # two an SM). At (16384 tokens, dstate 128) on the H200: 111 us against 119 for
         # 32-wide tiles at one program an SM, one chunk at a time, and 121 for 32-wide tiles unrolled at two an SM
         # (explore_cutile, 2026-12-01, reports/published/0.1.0+20261201T191901Z-f273e44/explore-1-*).
         # The pipeline depth (the x and B latency hints, one chunk a step or two, the g and dt hint) measured best
@@ -244,10 +245,8 @@ def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: 
         # reports/published/0.1.0+20261202T011403Z-069a45f/explore-4-depth.json).
         while block_n > min(dims.dstate, 16) and tiles * (dims.dstate // block_n) < target:
             block_n //= 2
-        if dims.dstate <= 64:
-            return StatePassConfig(block_p=block_p, block_n=block_n, latency=6, occupancy=2, unroll=1,
-                                   scalar_latency=_SCALAR_LATENCY)
-        return StatePassConfig(block_p=block_p, block_n=block_n, latency=2, occupancy=2, unroll=2,
+        latency, unroll = (6, 1) if dims.dstate <= 64 else (2, 2)
+        return StatePassConfig(block_p=block_p, block_n=block_n, latency=latency, occupancy=2, unroll=unroll,
                                scalar_latency=_SCALAR_LATENCY)
     # fp32 (tf32) inputs keep the walk measured before the unroll: tiles >= 32 wide, latency hint 8 (5-8% faster
     # than 4 at (16384 tokens, dstate 128 and 512) on the H200, explore_cutile, 2026-11-30).
