@@ -155,6 +155,12 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
                                            scalar_latency=4)
                 out.append(one(f"walk p32 occ{occupancy} u{unroll} lat{latency}", "serial-state", "state_pass",
                                cand))
+    # chunk_out with less shared memory a program (narrower dstate steps, a shallower load pipeline), so that three
+    # or four programs share an SM: at (16384 tokens, dstate 128) the sm_90 export takes 108 KB at the chooser's
+    # configuration, 56 KB with 32-wide steps and a latency hint of 1, 46 KB with 16-wide steps.
+    for block_n, latency, occupancy in ((32, 1, 3), (32, 1, 4), (16, 1, 4), (16, 2, 3), (32, 2, 2), (32, 1, 2)):
+        cand = dataclasses.replace(co, block_n=min(block_n, spec.dstate), latency=latency, occupancy=occupancy)
+        out.append(one(f"chunk_out smem n{cand.block_n} lat{latency} occ{occupancy}", "default", "chunk_out", cand))
     unique = {name: (name, variant, cfgs) for name, variant, cfgs in out}
     return [c for c in unique.values() if only is None or c[0].startswith(tuple(only)) or c[0] == "default"]
 
