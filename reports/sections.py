@@ -29,6 +29,7 @@ from reports.runs import (
     speedup_points,
 )
 from reports.svg import IMPL_COLORS, dstate_color, speedup_chart, time_chart
+from validation.bench.clocks import slowdown
 
 __all__ = ["IMPL_NAMES", "PEER_NAMES", "REL_STD_FLAG", "SECTIONS", "header"]
 
@@ -298,7 +299,24 @@ def _notes(run: Run) -> list[str]:
         tilegym = f"{tilegym.get('mode')}: {tilegym.get('what')}"
     if tilegym:
         notes.append(f"TileGym's tuning in this run: {tilegym}.")
+    notes.append(_clock_note(run.cases("benchmark")))
     return notes
+
+
+def _clock_note(cases: list[Case]) -> str:
+    """One sentence on the GPU's clock over the run's timed cases (``gpu_clocks``)."""
+    timed = [c for c in cases if kernel_median(c) is not None]
+    records = [c.measured.get("gpu_clocks") for c in timed]
+    known = [r for r in records if isinstance(r, dict) and "unavailable" not in r]
+    if not known:
+        why = sorted({str(r["unavailable"]) for r in records if isinstance(r, dict) and "unavailable" in r})
+        return ("GPU clocks: not recorded in this run" + (f" ({why[0]})" if why else " (the run predates them)")
+                + "; a ratio's two times may have run at different clocks.")
+    held = sum(1 for r in known if slowdown(r))
+    low = min(num(r.get("sm_mhz_min")) or 0 for r in known)
+    return (f"GPU clocks (NVML, sampled while each case was timed): {len(known)} of {len(timed)} timed cases recorded, "
+            f"lowest SM clock {low:.0f} MHz; {held} case(s) ran with the clock held down, flagged "
+            "'clock' below (their ratios hold at that clock only).")
 
 
 def _config_notes(run: Run) -> tuple[list[dict[str, Any]], dict[str, str]]:
@@ -354,6 +372,7 @@ def times(run: Run) -> dict[str, Any]:
         for impl in impls:
             c = point.get(impl)
             cells.append({"case": _shown(c), "status": c.status if c else None,
+                          "slow": slowdown(c.measured.get("gpu_clocks")) if c else None,
                           **_timing(c.measured.get("kernel_us") if c else None)})
         ratios = [speedup(point, i, b)[0] for i, b in comparisons]
         rows.append({"label": label, "headline": _is_headline(key), "cells": cells, "ratios": ratios})
@@ -362,7 +381,7 @@ def times(run: Run) -> dict[str, Any]:
     for c in sorted(cases, key=shape_order):
         k, w = _timing(c.measured.get("kernel_us")), _timing(c.measured.get("wall_us"))
         detail.append({"case": _shown(c), "kernel": k, "wall": w, "mark": marks.get(c.id, ""),
-                       "compile_why": _why(c, "compile_s")})
+                       "compile_why": _why(c, "compile_s"), "clock": _clock_text(c.measured.get("gpu_clocks"))})
     small = []
     for dstate in sorted({d for d, _ in sweep}):
         series = {impl: [(s, kernel_median(p[impl])) for (d, s), p in sweep.items()
@@ -374,6 +393,18 @@ def times(run: Run) -> dict[str, Any]:
             "comparisons": comparisons, "rows": rows, "detail": detail, "charts": small,
             "impl_legend": [(IMPL_COLORS.get(i, "#1b1f24"), impl_name(i)) for i in impls],
             "sweep": _sweep_text(points), "rel_std_flag": REL_STD_FLAG}
+
+
+def _clock_text(record: object) -> str | None:
+    """A case's ``gpu_clocks`` in one cell: the SM clock's range and any limit, or why it is unknown."""
+    if not isinstance(record, dict):
+        return None
+    if "unavailable" in record:
+        return f"not recorded: {record['unavailable']}"
+    lo, hi = num(record.get("sm_mhz_min")), num(record.get("sm_mhz_max"))
+    text = f"{lo:.0f}-{hi:.0f} MHz" if lo is not None and hi is not None else "?"
+    slow = slowdown(record)
+    return text + (f" ({slow})" if slow else "")
 
 
 # -- fraction of the floor -------------------------------------------------------------------------------------

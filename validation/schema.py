@@ -147,6 +147,21 @@ class _Checker:
             for i, item in enumerate(samples):
                 self.number(f"{field}.samples[{i}]", item)
 
+    def gpu_clocks(self, field: str, value: object) -> None:
+        """What the GPU's clock did while a case was timed (validation.bench.clocks), or why that is unknown."""
+        clocks = self.mapping(field, value)
+        if "unavailable" in clocks:
+            self.text(f"{field}.unavailable", clocks["unavailable"])
+            return
+        self.integer(f"{field}.samples", clocks.get("samples"), low=1)
+        for key in ("sm_mhz_min", "sm_mhz_median", "sm_mhz_max", "sm_mhz_max_supported", "power_w_max"):
+            self.number(f"{field}.{key}", clocks.get(key))
+        reasons = clocks.get("reasons")
+        if not isinstance(reasons, list):
+            raise self.fail(f"{field}.reasons", "a list of strings", reasons)
+        for i, reason in enumerate(reasons):
+            self.text(f"{field}.reasons[{i}]", reason)
+
     def case(self, where: str, case: object) -> None:
         """One case; ``where`` names it in a message (``cases[3]``), followed by its id once that is known."""
         c = self.mapping(where, case)
@@ -185,6 +200,8 @@ class _Checker:
                 for key in ("rel_l2", "max_abs"):
                     self.number(f"{where}.tolerance.{quantity}.{key}", row.get(key))
                 self.opt_text(f"{where}.tolerance.{quantity}.reason", row.get("reason"))
+        if c.get("gpu_clocks") is not None:
+            self.gpu_clocks(f"{where}.gpu_clocks", c["gpu_clocks"])
         if "tilegym_tuning" in c and not isinstance(c["tilegym_tuning"], list | None):
             raise self.fail(f"{where}.tilegym_tuning", "a list or null", c["tilegym_tuning"])
 

@@ -506,3 +506,23 @@ def test_page_fits_1400px_with_the_verdict_first(kind: str, tmp_path: Path) -> N
     if kind == "gpu":
         assert loaded.chart and loaded.chart["top"] < FIRST_SCREEN, f"no chart on the first screen: {loaded}"
     assert not console, f"the page logged: {console}"
+
+
+def test_a_case_timed_under_a_held_down_clock_is_flagged(tmp_path: Path) -> None:
+    """gpu_clocks (validation.bench.clocks): a power-capped case carries a 'clock' flag with its reason in the times
+    table, every case its SM clock range in the detail table, and the notes count them; a run without the records
+    says they were not recorded."""
+    suites = _suites()
+    for case in suites["benchmark"]["cases"]:
+        if case.get("kernel_us"):
+            case["gpu_clocks"] = {"samples": 9, "sm_mhz_min": 1980, "sm_mhz_median": 1980, "sm_mhz_max": 1980,
+                                  "sm_mhz_max_supported": 1980, "power_w_max": 410.0, "reasons": []}
+    capped = next(c for c in suites["benchmark"]["cases"] if c["id"] == "bench-tilegym-L262144-n128")
+    capped["gpu_clocks"] = dict(capped["gpu_clocks"], sm_mhz_min=1755, power_w_max=598.2, reasons=["sw_power_cap"])
+    times = _section(_render(_write_run(tmp_path / "runs" / "20261130T090000Z", suites), tmp_path / "out"), "times")
+    assert times.count('<span class="flag" title="sw power cap; SM clock down to 1755 of 1980 MHz">clock</span>') == 1
+    assert "1755-1980 MHz (sw power cap; SM clock down to 1755 of 1980 MHz)" in times
+    assert "1980-1980 MHz" in times
+    assert "lowest SM clock 1755 MHz; 1 case(s) ran with the clock held down" in times
+    bare = _section(_render(_write_run(tmp_path / "bare" / "20261130T090000Z", _suites()), tmp_path / "out2"), "times")
+    assert "GPU clocks: not recorded in this run (the run predates them)" in bare and ">clock</span>" not in bare

@@ -30,6 +30,7 @@ from reference import ProblemSpec, ssd_chunked
 from reference.checks import check_domain, domain_checked
 from validation import isolated
 from validation.bench import precompile, tilegym_tuning
+from validation.bench.clocks import ClockSampler, slowdown
 from validation.bench.flops import cost, floor_us
 from validation.bench.published import PUBLISHED_B300
 from validation.bench.pytest_benchmark_json import convert
@@ -208,10 +209,12 @@ def bench_point(spec: ProblemSpec, impls: list[str], ceilings: dict[str, float],
         # the implementation's own.
         with domain_checked(inputs.dt, inputs.A, who="benchmark"):
             _warm(call, WARMUP_S)
-            kernel = cupti_kernel_us(call, reps=reps, device=device)
+            with ClockSampler(torch.cuda.current_device()) as clocks:  # what the GPU's clock did meanwhile
+                kernel = cupti_kernel_us(call, reps=reps, device=device)
             wall = wall_us(call, reps=reps, device=device)
             per_kernel = per_kernel_us(call, reps=reps, device=device, launches=_launches(spec, name, variant, args))
         measured.update(kernel_us=kernel.as_dict(), wall_us=wall.as_dict(), per_kernel_us=per_kernel,
+                        gpu_clocks=clocks.record(),
                         floor_fraction=floors["floor_us"] / kernel.median, input_check_us=check_us)
         if "floor_design_us" in measured:
             measured["floor_design_fraction"] = measured["floor_design_us"] / kernel.median
@@ -225,8 +228,10 @@ def _shown(record: CaseRecord) -> str:
     m = record.measured
     parts = " ".join(f"{name.strip('_').removesuffix('_kernel')[:24]}={us:.1f}"
                      for name, us in m["per_kernel_us"].items())
+    slow = slowdown(m.get("gpu_clocks"))
     return (f"{m['kernel_us']['median']:9.1f} us kernel, {m['wall_us']['median']:9.1f} us wall"
-            f"{' [' + record.variant + ']' if record.variant else ''}  {parts}")
+            f"{' [' + record.variant + ']' if record.variant else ''}  {parts}"
+            f"{f'  (clock held down: {slow})' if slow else ''}")
 
 
 # Where the ablation runs by default: the headline and the largest dstate at the same length.
