@@ -313,10 +313,11 @@ def _clock_note(cases: list[Case]) -> str:
         return ("GPU clocks: not recorded in this run" + (f" ({why[0]})" if why else " (the run predates them)")
                 + "; a ratio's two times may have run at different clocks.")
     held = sum(1 for r in known if slowdown(r))
-    low = min(num(r.get("sm_mhz_min")) or 0 for r in known)
-    return (f"GPU clocks (NVML, sampled while each case was timed): {len(known)} of {len(timed)} timed cases recorded, "
-            f"lowest SM clock {low:.0f} MHz; {held} case(s) ran with the clock held down, flagged "
-            "'clock' below (their ratios hold at that clock only).")
+    lows = [x for x in (num(r.get("sm_mhz_min")) for r in known) if x is not None]
+    lowest = f", lowest SM clock {min(lows):.0f} MHz" if lows else ""
+    return (f"GPU clocks (NVML, sampled while each case was timed): {len(known)} of {len(timed)} timed cases "
+            f"recorded{lowest}; {held} case(s) ran with the clock held down, flagged 'clock' below (their ratios "
+            "hold at that clock only).")
 
 
 def _config_notes(run: Run) -> tuple[list[dict[str, Any]], dict[str, str]]:
