@@ -31,6 +31,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from validation.bench.clocks import slowdown
 from validation.results import SCHEMA_VERSION, STATUSES, SUITES
 from validation.schema import CaseRecord, SchemaError
 
@@ -176,10 +177,28 @@ def report(run_dir: Path, files: list[SuiteFile], verdict: Verdict) -> str:
     if verdict.findings:
         lines += ["", f"FINDINGS about the peers ({', '.join(PEERS)}), {len(verdict.findings)}: recorded, do not "
                       "fail the run", *verdict.findings]
+    lines += _clock_lines(files)
     outcome = "FAILED" if verdict.failed else "passed"
     lines += ["", f"summary: {outcome}: {len(verdict.failures)} failed or crashed records of ours, "
                   f"{len(verdict.missing)} missing suites, {len(verdict.findings)} findings about the peers"]
     return "\n".join(lines)
+
+
+def _clock_lines(files: list[SuiteFile]) -> list[str]:
+    """What the GPU's clock did over the benchmark's timed cases (``gpu_clocks``), where any recorded it: never a
+    verdict, but a reader of a ratio must know when its two times ran at different clocks."""
+    records = [c.measured["gpu_clocks"] for f in files if f.suite == "benchmark" for c in f.cases
+               if isinstance(c.measured.get("gpu_clocks"), dict)]
+    if not records:
+        return []
+    unknown = sorted({str(r["unavailable"]) for r in records if "unavailable" in r})
+    held = sum(1 for r in records if slowdown(r))
+    lines = ["", f"GPU CLOCK: {held} of {len(records)} timed benchmark cases ran with the SM clock held down (a power "
+                 "or thermal limit, or under 95% of its maximum): their ratios hold at that clock only; the report "
+                 "flags each"]
+    if unknown:
+        lines.append(f"GPU CLOCK: not recorded for {sum('unavailable' in r for r in records)} of them: {unknown[0]}")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -141,3 +141,20 @@ def test_pytest_shows_the_results_files_it_wrote_under_default_capture(tmp_path)
     assert f"reference results: {run / 'raw' / 'reference.json'}" in lines, child.stdout[-3000:]
     ran = next(line.split()[1] for line in lines if line.startswith("collected "))  # the test is parametrized
     assert any(line.split()[:3] == ["reference", "reference-chunked", ran] for line in lines), child.stdout[-3000:]
+
+
+def test_the_summary_counts_the_cases_timed_under_a_held_down_clock(tmp_path, capsys) -> None:
+    """gpu_clocks (validation.bench.clocks) is told, never judged: a power-capped case is counted, NVML's absence
+    said with its reason, and the run still passes."""
+    full = {"samples": 8, "sm_mhz_min": 1980, "sm_mhz_median": 1980, "sm_mhz_max": 1980, "sm_mhz_max_supported": 1980,
+            "power_w_max": 300.0, "reasons": []}
+    capped = dict(full, sm_mhz_min=1425, reasons=["sw_power_cap"])
+    bench = [{"id": f"bench-{i}", "impl": "cutile", "status": "pass", "gpu_clocks": clocks}
+             for i, clocks in enumerate((full, capped, {"unavailable": "pynvml (nvidia-ml-py) is not installed"}))]
+    run = _run(tmp_path, {**PASSING_SUITES, "benchmark": bench})
+    assert main([str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "GPU CLOCK: 1 of 3 timed benchmark cases ran with the SM clock held down" in out, out
+    assert "GPU CLOCK: not recorded for 1 of them: pynvml (nvidia-ml-py) is not installed" in out, out
+    clean = _run(tmp_path / "clean", PASSING_SUITES)
+    assert main([str(clean)]) == 0 and "GPU CLOCK" not in capsys.readouterr().out
