@@ -29,7 +29,7 @@ from reports.runs import (
     speedup_points,
 )
 from reports.svg import IMPL_COLORS, dstate_color, speedup_chart, time_chart
-from validation.bench.clocks import slowdown
+from validation.bench.clocks import slowdown, tally
 
 __all__ = ["IMPL_NAMES", "PEER_NAMES", "REL_STD_FLAG", "SECTIONS", "header"]
 
@@ -306,17 +306,14 @@ def _notes(run: Run) -> list[str]:
 def _clock_note(cases: list[Case]) -> str:
     """One sentence on the GPU's clock over the run's timed cases (``gpu_clocks``)."""
     timed = [c for c in cases if kernel_median(c) is not None]
-    records = [c.measured.get("gpu_clocks") for c in timed]
-    known = [r for r in records if isinstance(r, dict) and "unavailable" not in r]
-    if not known:
-        why = sorted({str(r["unavailable"]) for r in records if isinstance(r, dict) and "unavailable" in r})
-        return ("GPU clocks: not recorded in this run" + (f" ({why[0]})" if why else " (the run predates them)")
+    t = tally(c.measured.get("gpu_clocks") for c in timed)
+    if not t.read:
+        return ("GPU clocks: not recorded in this run"
+                + (f" ({t.unavailable[0]})" if t.unavailable else " (the run predates them)")
                 + "; a ratio's two times may have run at different clocks.")
-    held = sum(1 for r in known if slowdown(r))
-    lows = [x for x in (num(r.get("sm_mhz_min")) for r in known) if x is not None]
-    lowest = f", lowest SM clock {min(lows):.0f} MHz" if lows else ""
-    return (f"GPU clocks (NVML, sampled while each case was timed): {len(known)} of {len(timed)} timed cases "
-            f"recorded{lowest}; {held} case(s) ran with the clock held down, flagged 'clock' below (their ratios "
+    lowest = f", lowest SM clock {t.lowest_mhz:.0f} MHz" if t.lowest_mhz is not None else ""
+    return (f"GPU clocks (NVML, sampled while each case was timed): {t.read} of {len(timed)} timed cases "
+            f"recorded{lowest}; {t.held} case(s) ran with the clock held down, flagged 'clock' below (their ratios "
             "hold at that clock only).")
 
 

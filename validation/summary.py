@@ -31,7 +31,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from validation.bench.clocks import slowdown
+from validation.bench.clocks import tally
 from validation.results import SCHEMA_VERSION, STATUSES, SUITES
 from validation.schema import CaseRecord, SchemaError
 
@@ -187,17 +187,14 @@ def report(run_dir: Path, files: list[SuiteFile], verdict: Verdict) -> str:
 def _clock_lines(files: list[SuiteFile]) -> list[str]:
     """What the GPU's clock did over the benchmark's timed cases (``gpu_clocks``), where any recorded it: never a
     verdict, but a reader of a ratio must know when its two times ran at different clocks."""
-    records = [c.measured["gpu_clocks"] for f in files if f.suite == "benchmark" for c in f.cases
-               if isinstance(c.measured.get("gpu_clocks"), dict)]
-    if not records:
+    t = tally(c.measured.get("gpu_clocks") for f in files if f.suite == "benchmark" for c in f.cases)
+    if not t.records:
         return []
-    unknown = sorted({str(r["unavailable"]) for r in records if "unavailable" in r})
-    held = sum(1 for r in records if slowdown(r))
-    lines = ["", f"GPU CLOCK: {held} of {len(records)} timed benchmark cases ran with the SM clock held down (a power "
+    lines = ["", f"GPU CLOCK: {t.held} of {t.records} timed benchmark cases ran with the SM clock held down (a power "
                  "or thermal limit, or under 95% of its maximum): their ratios hold at that clock only; the report "
                  "flags each"]
-    if unknown:
-        lines.append(f"GPU CLOCK: not recorded for {sum('unavailable' in r for r in records)} of them: {unknown[0]}")
+    if t.unavailable:
+        lines.append(f"GPU CLOCK: not recorded for {t.records - t.read} of them: {t.unavailable[0]}")
     return lines
 
 

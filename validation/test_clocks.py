@@ -82,13 +82,15 @@ def test_a_full_clock_pass_is_not_flagged(gpu: None, monkeypatch: pytest.MonkeyP
 @pytest.mark.parametrize("why", ["missing", "lost"])
 def test_no_nvml_is_a_recorded_reason_never_a_silent_gap(gpu: None, monkeypatch: pytest.MonkeyPatch,
                                                          why: str) -> None:
-    monkeypatch.setitem(sys.modules, "pynvml", None if why == "missing" else _fake_nvml([1980], [0], fail_open=True))
+    nvml = None if why == "missing" else _fake_nvml([1980], [0], fail_open=True)
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
     with ClockSampler(0) as sampler:
         pass
     record = sampler.record()
     assert list(record) == ["unavailable"]
     assert ("not installed" if why == "missing" else "GPU is lost") in record["unavailable"]
     assert slowdown(record) is None
+    assert nvml is None or nvml.state["open"] == 0, "NVML was left initialized after a failed open"
 
 
 def test_unknown_reason_bits_are_kept() -> None:

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import statistics
 import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
 from types import ModuleType, TracebackType
 
-__all__ = ["SLOW_REASONS", "ClockSampler", "slowdown"]
+__all__ = ["SLOW_REASONS", "ClockSampler", "ClockTally", "slowdown", "tally"]
 
 # NVML's clock-event reason bits (nvml.h, nvmlClocksEventReason*): the name each is recorded under.
 _REASONS = {0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
@@ -51,7 +53,6 @@ class ClockSampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._max_mhz: int | None = None
-        self._initialized = False
 
     def _open(self) -> None:
         try:
@@ -59,37 +60,40 @@ class ClockSampler:
         except ImportError as err:
             self._unavailable = f"pynvml (nvidia-ml-py) is not installed: {err}"
             return
+        initialized = False
         try:
             import torch
 
             uuid = f"GPU-{torch.cuda.get_device_properties(self.device_index).uuid}"
             pynvml.nvmlInit()
-            self._initialized = True
+            initialized = True
             self._handle = pynvml.nvmlDeviceGetHandleByUUID(uuid.encode())
             self._max_mhz = pynvml.nvmlDeviceGetMaxClockInfo(self._handle, pynvml.NVML_CLOCK_SM)
         except (pynvml.NVMLError, RuntimeError, AttributeError) as err:
             self._unavailable = f"NVML could not open GPU {self.device_index}: {type(err).__name__}: {err}"
+            if initialized:
+                pynvml.nvmlShutdown()
             return
-        self._nvml = pynvml
+        self._nvml = pynvml  # opened: __exit__ shuts it down
 
-    def _sample(self) -> None:
+    def _sample(self) -> bool:
+        """One sample; False (the reason recorded) once NVML stops answering."""
         nvml, handle = self._nvml, self._handle
         assert nvml is not None
-        self._mhz.append(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM))
-        self._watts.append(nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0)
-        reasons = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
-            nvml.nvmlDeviceGetCurrentClocksThrottleReasons
-        self._reasons |= _reason_names(reasons(handle)) - {"gpu_idle"}
+        try:
+            self._mhz.append(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM))
+            self._watts.append(nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0)
+            reasons = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+                nvml.nvmlDeviceGetCurrentClocksThrottleReasons
+            self._reasons |= _reason_names(reasons(handle)) - {"gpu_idle"}
+        except nvml.NVMLError as err:  # recorded: on the polling thread nobody would see it raised
+            self._unavailable = f"NVML stopped answering while sampling: {type(err).__name__}: {err}"
+            return False
+        return True
 
     def _poll(self) -> None:
-        assert self._nvml is not None
-        try:
-            while True:
-                self._sample()
-                if self._stop.wait(self.interval_s):
-                    return
-        except self._nvml.NVMLError as err:  # recorded, not raised on a thread where nobody would see it
-            self._unavailable = f"NVML stopped answering while sampling: {type(err).__name__}: {err}"
+        while self._sample() and not self._stop.wait(self.interval_s):
+            pass
 
     def __enter__(self) -> ClockSampler:
         self._open()
@@ -103,15 +107,10 @@ class ClockSampler:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+        if self._nvml is not None:
             if self._unavailable is None:
-                try:  # one sample at the very end: a block shorter than the interval still has two
-                    self._sample()
-                except self._nvml.NVMLError as err:  # type: ignore[union-attr]
-                    self._unavailable = f"NVML stopped answering while sampling: {type(err).__name__}: {err}"
-        if self._initialized:
-            import pynvml
-
-            pynvml.nvmlShutdown()
+                self._sample()  # one at the very end: a block shorter than the interval still has two
+            self._nvml.nvmlShutdown()
 
     def record(self) -> dict[str, object]:
         """What the GPU did while the block ran, as the results file holds it."""
@@ -136,3 +135,25 @@ def slowdown(record: object) -> str | None:
     if isinstance(low, int | float) and isinstance(top, int | float) and top > 0 and low < _CLOCK_FLOOR * top:
         parts.append(f"SM clock down to {low:.0f} of {top:.0f} MHz")
     return "; ".join(parts) or None
+
+
+@dataclass(frozen=True)
+class ClockTally:
+    """What a run's ``gpu_clocks`` records say together: how many there are, how many were read and held down, the
+    lowest SM clock read, and why the others were not read."""
+
+    records: int
+    read: int
+    held: int
+    lowest_mhz: float | None
+    unavailable: tuple[str, ...]  # each distinct reason, sorted
+
+
+def tally(records: Iterable[object]) -> ClockTally:
+    """The tally of the ``gpu_clocks`` records among ``records`` (anything not a record is skipped)."""
+    found = [r for r in records if isinstance(r, dict)]
+    read = [r for r in found if "unavailable" not in r]
+    lows = [r["sm_mhz_min"] for r in read if isinstance(r.get("sm_mhz_min"), int | float)]
+    return ClockTally(records=len(found), read=len(read), held=sum(1 for r in read if slowdown(r)),
+                      lowest_mhz=min(lows) if lows else None,
+                      unavailable=tuple(sorted({str(r["unavailable"]) for r in found if "unavailable" in r})))
