@@ -107,17 +107,49 @@ def test_plan_takes_explicit_configs_and_defaults_to_the_choosers() -> None:
         "headdim 32 in tiles of 8 instead of 16: twice the programs")
 
 
-@pytest.mark.parametrize("dtype,dstate,hinted", [(torch.bfloat16, 64, True), (torch.bfloat16, 128, True),
-                                                 (torch.bfloat16, 512, True), (torch.float32, 128, False)])
-def test_the_walk_hints_its_g_and_dt_loads_for_16_bit_inputs(dtype, dstate, hinted) -> None:
+@pytest.mark.parametrize("dtype,dstate,hint", [(torch.bfloat16, 64, 4), (torch.bfloat16, 128, 4),
+                                              (torch.bfloat16, 512, 10), (torch.float32, 128, 0)])
+def test_the_walk_hints_its_g_and_dt_loads_for_16_bit_inputs(dtype, dstate, hint) -> None:
     # SCALAR_LATENCY: the compile-time latency hint of the serial walk's g and dt loads (0: none), measured faster
-    # on the H200 for bf16 only; the launch passes the chooser's value through.
+    # on the H200 for bf16 only (deeper for the swapped walk, which reads precomputed weights); the launch passes
+    # the chooser's value through.
     x, dt, A, B, C, D, h0 = meta_inputs(SpecClass(SSDDims(4, 16384, 8, 64, 1, dstate), dtype, 128, True, False))
     launches, _, _ = cutile_api.plan_forward(x, dt, A, B, C, D, h0, chunk_size=128, arch="sm_90",
                                              variant=VARIANTS["serial-state"])
     walk = next(la for la in launches if la.kernel._pyfunc.__name__ == "_state_pass_kernel")
     names = list(inspect.signature(walk.kernel._pyfunc).parameters)
-    assert walk.args[names.index("SCALAR_LATENCY")] == (4 if hinted else 0)
+    assert walk.args[names.index("SCALAR_LATENCY")] == hint
+
+
+@pytest.mark.parametrize("dtype,dstate,pre_weights,weigh_x", [
+    (torch.bfloat16, 64, False, False), (torch.bfloat16, 128, True, True), (torch.bfloat16, 512, True, False),
+    (torch.float32, 128, False, False)])
+def test_the_walk_reads_the_weights_the_cumsum_precomputed_where_the_chooser_says(dtype, dstate, pre_weights,
+                                                                                   weigh_x) -> None:
+    # pre_weights: the cumsum writes w = exp2(g_last - g) * dt and the walk reads it in dt's place; weigh_x: the walk
+    # puts it on x's rows. Both measured faster on the H200 for bf16 from dstate 128 (weigh_x unswapped only).
+    x, dt, A, B, C, D, h0 = meta_inputs(SpecClass(SSDDims(4, 16384, 8, 64, 1, dstate), dtype, 128, True, False))
+    launches, _, _ = cutile_api.plan_forward(x, dt, A, B, C, D, h0, chunk_size=128, arch="sm_90")
+    cumsum, walk = launches[0], next(la for la in launches if la.kernel._pyfunc.__name__ == "_state_pass_kernel")
+    cumsum_names = list(inspect.signature(cumsum.kernel._pyfunc).parameters)
+    walk_names = list(inspect.signature(walk.kernel._pyfunc).parameters)
+    assert cumsum.args[cumsum_names.index("WEIGHTS")] is pre_weights
+    assert walk.args[walk_names.index("PRE_WEIGHTS")] is pre_weights
+    assert walk.args[walk_names.index("WEIGH_X")] is weigh_x
+    written = cumsum.args[cumsum_names.index("w" if pre_weights else "dtT")]
+    assert walk.args[walk_names.index("dtT")] is written, "the walk reads what the cumsum wrote for it"
+    chunk_out = launches[-1]
+    assert chunk_out.args[list(inspect.signature(chunk_out.kernel._pyfunc).parameters).index("dtT")] is (
+        cumsum.args[cumsum_names.index("dtT")]), "chunk_out reads dt itself"
+    # The ablation walk-weighs: the walk computes its own weights, with the tiles chosen for that.
+    launches, _, _ = cutile_api.plan_forward(x, dt, A, B, C, D, h0, chunk_size=128, arch="sm_90",
+                                             variant=VARIANTS["walk-weighs"])
+    cumsum, walk = launches[0], next(la for la in launches if la.kernel._pyfunc.__name__ == "_state_pass_kernel")
+    assert cumsum.args[cumsum_names.index("WEIGHTS")] is False
+    assert walk.args[walk_names.index("PRE_WEIGHTS")] is False and walk.args[walk_names.index("WEIGH_X")] is False
+    assert walk.args[walk_names.index("dtT")] is cumsum.args[cumsum_names.index("dtT")]
+    old = tuning.state_pass_config("sm_90", SSDDims(4, 16384, 8, 64, 1, dstate), dtype, 128, pre_weights=False)
+    assert walk.args[walk_names.index("BLOCK_N")] == old.block_n
 
 
 def test_plan_on_meta_tensors_allocates_outputs_of_the_documented_shapes() -> None:
@@ -268,8 +300,9 @@ def test_intermediate_traffic_counts_the_chunk_states_of_the_state_pass_that_run
     # The headline (serial pass): bf16 chunk states written and read once, g and dt written once and read twice.
     dims = SSDDims(4, 16384, 8, 64, 1, 128)
     states, cumsum = 4 * 8 * 128 * 64 * 128, 3 * 2 * 4 * 16384 * 8 * 4
+    weights = 2 * 4 * 16384 * 8 * 4  # the walk's precomputed weights, written by the cumsum and read by the walk
     serial, how = cutile_api.intermediate_traffic(dims, torch.bfloat16, 128, "sm_90")
-    assert serial == cumsum + 2 * 2 * states and how.startswith("serial")
+    assert serial == cumsum + weights + 2 * 2 * states and how.startswith("serial") and "weights" in how
     # The segmented pass writes, reads and rewrites them before chunk_out reads them, plus its fp32 segment states.
     segmented, how = cutile_api.intermediate_traffic(dims, torch.bfloat16, 128, "sm_90", VARIANTS["segmented-state"])
     assert segmented > cumsum + 4 * 2 * states and how.startswith("segmented")

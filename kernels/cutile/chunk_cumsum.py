@@ -23,10 +23,13 @@ def _chunk_cumsum_kernel(
     A: ct.Array,                 # (nheads,) fp32
     g: ct.Array,                 # out (batch, nheads, nchunks * CHUNK) fp32
     dtT: ct.Array,               # out (batch, nheads, nchunks * CHUNK) fp32
+    w: ct.Array,                 # out (batch, nheads, nchunks * CHUNK) fp32 if WEIGHTS
     CHUNK: ct.Constant[int],
     BLOCK_H: ct.Constant[int],
+    WEIGHTS: ct.Constant[bool],
 ):
-    """Grid (nchunks, cdiv(nheads, BLOCK_H), batch): one chunk of BLOCK_H heads of one sequence."""
+    """Grid (nchunks, cdiv(nheads, BLOCK_H), batch): one chunk of BLOCK_H heads of one sequence. WEIGHTS: also the
+    per-token weight of the chunk state, w = exp2(g_last - g) * dt (g_last the chunk's last cumsum)."""
     chunk, head_tile, b = ct.bid(0), ct.bid(1), ct.bid(2)
     # Read dt transposed (heads x tokens); zero padding covers the ragged tail and the last head tile.
     dt_tile = ct.load(dt, (b, head_tile, chunk), shape=(1, BLOCK_H, CHUNK), order=(0, 2, 1),
@@ -35,27 +38,36 @@ def _chunk_cumsum_kernel(
     g_tile = ct.cumsum(dt_tile * (A_tile * LOG2E).reshape((1, BLOCK_H, 1)), axis=2)
     ct.store(g, (b, head_tile, chunk), g_tile)
     ct.store(dtT, (b, head_tile, chunk), dt_tile)
+    if WEIGHTS:
+        # In exact arithmetic g_last <= g; clamp the cumsum's rounding so that no exponent is positive.
+        g_last = ct.extract(g_tile, (0, 0, CHUNK - 1), shape=(1, BLOCK_H, 1))
+        ct.store(w, (b, head_tile, chunk), ct.exp2(ct.minimum(g_last - g_tile, 0.0)) * dt_tile)
 
 
-def _chunk_cumsum_args(dt, A, g, dtT, cfg: ChunkCumsumConfig, chunk_size: int) -> tuple:
+def _chunk_cumsum_args(dt, A, g, dtT, w, cfg: ChunkCumsumConfig, chunk_size: int, weights: bool) -> tuple:
     return (
         dt,
         A,
         g,
         dtT,
+        w,
         chunk_size,
         cfg.block_h,
+        weights,
     )
 
 
-def chunk_cumsum(dt: torch.Tensor, A: torch.Tensor, *, chunk_size: int,
-                 cfg: ChunkCumsumConfig, int64_everywhere: bool = False) -> tuple[Launch, torch.Tensor, torch.Tensor]:
-    """Plan stage 1; returns the launch and the (g, dtT) buffers it fills."""
+def chunk_cumsum(dt: torch.Tensor, A: torch.Tensor, *, chunk_size: int, cfg: ChunkCumsumConfig,
+                 int64_everywhere: bool = False,
+                 weights: bool = False) -> tuple[Launch, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Plan stage 1; returns the launch and the (g, dtT, w) buffers it fills (w, the chunk-state weights, only if
+    ``weights``, else None)."""
     batch, seqlen, nheads = dt.shape
     nchunks = -(-seqlen // chunk_size)
     g = empty((batch, nheads, nchunks * chunk_size), dtype=torch.float32, device=dt.device)
     dtT = empty(g.shape, dtype=torch.float32, device=dt.device)
+    w = empty(g.shape, dtype=torch.float32, device=dt.device) if weights else None
     grid = (nchunks, -(-nheads // cfg.block_h), batch)
-    launch = plan_launch(_chunk_cumsum_kernel, grid, _chunk_cumsum_args(dt, A, g, dtT, cfg, chunk_size),
-                         occupancy=cfg.occupancy, int64_everywhere=int64_everywhere)
-    return launch, g, dtT
+    args = _chunk_cumsum_args(dt, A, g, dtT, w if weights else dtT, cfg, chunk_size, weights)
+    launch = plan_launch(_chunk_cumsum_kernel, grid, args, occupancy=cfg.occupancy, int64_everywhere=int64_everywhere)
+    return launch, g, dtT, w

@@ -82,8 +82,9 @@ CLASSES_BY_ARCH = {
 
 # The opt-in variants whose kernels the default never launches (kernels.cutile.tuning.VARIANTS), exported for sm_90
 # at the headline class so that the compile check builds them too: the fused pass's kernels and chunk_out with its
-# diagonal block in halves.
-VARIANT_CLASSES = {"sm_90": ((SPEC_CLASSES[1], "fused-out"), (SPEC_CLASSES[1], "split-diag"))}
+# diagonal block in halves, and the serial walk that computes its own chunk-state weights.
+VARIANT_CLASSES = {"sm_90": ((SPEC_CLASSES[1], "fused-out"), (SPEC_CLASSES[1], "split-diag"),
+                             (SPEC_CLASSES[1], "walk-weighs"))}
 
 
 def meta_inputs(spec: SpecClass) -> tuple:

@@ -30,21 +30,31 @@ def state_tile(pid, ntiles, ptiles, nheads):
     return n_tile, p_tile, head, pid // (ntiles * ptiles * nheads)
 
 
-def _weigh(Bc, gc, dtc, CHUNK, MMA_DTYPE):
-    """A chunk's weighted B, exp2(g_last - g) * dt * B, in the matmul dtype, and g_last, its total log2 decay: what a
-    step of the walk needs besides X and the carried state."""
+def _weights(gc, dtc, CHUNK, PRE_WEIGHTS):
+    """A chunk's per-token weights exp2(g_last - g) * dt, (CHUNK,), and g_last, its total log2 decay. PRE_WEIGHTS:
+    ``dtc`` holds the weights already (chunk_cumsum's ``w``)."""
     # g is padded with the last real token's value, so index CHUNK - 1 holds the chunk's total.
     g_last = ct.extract(gc, (CHUNK - 1,), shape=(1,))
-    # In exact arithmetic g_last <= g; the cumsum's rounding may break that by an ulp of |g|,
-    # which is huge when |g| is: clamp so that no exponent is ever positive.
-    weight = ct.exp2(ct.minimum(g_last - gc, 0.0)) * dtc
+    if PRE_WEIGHTS:
+        weight = dtc
+    else:
+        # In exact arithmetic g_last <= g; the cumsum's rounding may break that by an ulp of |g|,
+        # which is huge when |g| is: clamp so that no exponent is ever positive.
+        weight = ct.exp2(ct.minimum(g_last - gc, 0.0)) * dtc
+    return weight, g_last
+
+
+def _weigh(Bc, gc, dtc, CHUNK, MMA_DTYPE):
+    """A chunk's weighted B, exp2(g_last - g) * dt * B, in the matmul dtype, and g_last (``_weights``)."""
+    weight, g_last = _weights(gc, dtc, CHUNK, False)
     return (Bc * weight.reshape((CHUNK, 1))).astype(MMA_DTYPE), g_last
 
 
 def _chunk_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile, CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE,
-                 SCALAR_LATENCY):
-    """One chunk's X (CHUNK, BLOCK_P), its weighted B (CHUNK, BLOCK_N) and g_last (``_weigh``), in the matmul dtype:
-    all that a step of the walk needs besides the carried state."""
+                 SCALAR_LATENCY, PRE_WEIGHTS, WEIGH_X):
+    """One chunk's X (CHUNK, BLOCK_P) and B (CHUNK, BLOCK_N) in the matmul dtype, one of them weighted per token
+    (``_weights``: B's rows, or x's with WEIGH_X), and g_last: all that a step of the walk needs besides the carried
+    state."""
     # Rows past seqlen load as zeros: with dt = 0 there too, the ragged tail adds nothing; a chunk past the
     # sequence's end loads g = 0 and dt = 0 as well (a step that changes nothing).
     X = ct.load(x, (b, chunk, head, p_tile), shape=(1, CHUNK, 1, BLOCK_P),
@@ -57,8 +67,14 @@ def _chunk_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile, CHUNK, BLO
                  latency=scalar_latency).reshape((CHUNK,))
     dtc = ct.load(dtT, (b, head, chunk), shape=(1, 1, CHUNK), padding_mode=ct.PaddingMode.ZERO,
                   latency=scalar_latency).reshape((CHUNK,))
-    Bw, g_last = _weigh(Bc, gc, dtc, CHUNK, MMA_DTYPE)
-    return X.astype(MMA_DTYPE), Bw, g_last
+    weight, g_last = _weights(gc, dtc, CHUNK, PRE_WEIGHTS)
+    if WEIGH_X:
+        # Xᵀ (w B) = (w X)ᵀ B: B feeds the matmul as loaded; unswapped, the weighted operand takes the matmul's
+        # first slot, which may come from registers.
+        Xm, Bm = (X * weight.reshape((CHUNK, 1))).astype(MMA_DTYPE), Bc.astype(MMA_DTYPE)
+    else:
+        Xm, Bm = X.astype(MMA_DTYPE), (Bc * weight.reshape((CHUNK, 1))).astype(MMA_DTYPE)
+    return Xm, Bm, g_last
 
 
 def _store_entry(states, chunk_decay, h, decay, b, head, chunk, t0, t1, SHAPE5, STATES_ORDER, STORE_STATES,
@@ -108,6 +124,8 @@ def _state_pass_kernel(
     LATENCY: ct.Constant[int],
     UNROLL: ct.Constant[int],
     SCALAR_LATENCY: ct.Constant[int],
+    PRE_WEIGHTS: ct.Constant[bool],
+    WEIGH_X: ct.Constant[bool],
 ):
     """Grid (nseg * nheads * headdim/BLOCK_P * dstate/BLOCK_N, batch): one (BLOCK_P, BLOCK_N) tile of one
     head's state, carried in fp32 registers through the chunks of one segment, from the segment's entry
@@ -116,7 +134,9 @@ def _state_pass_kernel(
     transposed, hᵀ = (w B)ᵀ X, so that the operand computed in registers takes the matmul's first slot (the
     post's swap). STATES_T: ``states`` holds each chunk state transposed, (dstate, headdim), the layout the
     swapped walk carries, so that its per-chunk store is a plain tile store (chunk_out reads either layout).
-    UNROLL (1 or 2, dividing SEG_CHUNKS): chunks whose tiles are loaded together, ahead of their steps."""
+    UNROLL (1 or 2, dividing SEG_CHUNKS): chunks whose tiles are loaded together, ahead of their steps.
+    PRE_WEIGHTS: ``dtT`` holds chunk_cumsum's per-token weights exp2(g_last - g) * dt instead of dt. WEIGH_X: the
+    weight goes on x's rows instead of B's."""
     # bf16/fp16 operands run on the tensor cores as they are (HGMMA on sm_90); fp32 operands are cast
     # to tf32 on purpose: an fp32 ct.mma takes no tensor core path and spills.
     MMA_DTYPE = ct.static_eval(ct.tfloat32 if x.dtype == ct.float32 else x.dtype)
@@ -154,14 +174,17 @@ def _state_pass_kernel(
         chunk = first + step * UNROLL
         if UNROLL == 1:
             X, Bw, g_last = _chunk_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile,
-                                         CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY)
+                                         CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY, PRE_WEIGHTS,
+                                         WEIGH_X)
             h, decay = _step(states, chunk_decay, h, decay, X, Bw, g_last, b, head, chunk, t0, t1,
                              SHAPE5, STATES_ORDER, STORE_STATES, STORE_DECAY, SWAP_AB, MMA_DTYPE)
         else:
             X0, Bw0, g_last0 = _chunk_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile,
-                                            CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY)
+                                            CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY, PRE_WEIGHTS,
+                                         WEIGH_X)
             X1, Bw1, g_last1 = _chunk_tiles(x, B, g, dtT, b, chunk + 1, head, group, p_tile, n_tile,
-                                            CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY)
+                                            CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY, PRE_WEIGHTS,
+                                         WEIGH_X)
             h, decay = _step(states, chunk_decay, h, decay, X0, Bw0, g_last0, b, head, chunk, t0, t1,
                              SHAPE5, STATES_ORDER, STORE_STATES, STORE_DECAY, SWAP_AB, MMA_DTYPE)
             if chunk + 1 < nchunks:
@@ -178,13 +201,13 @@ def _state_pass_kernel(
 def walk_args(x, B, g, dtT, *, seg_entry, states, chunk_decay, seg_end, seg_decay, chunk_size: int, block_p: int,
               block_n: int, seg_chunks: int, from_entry: bool, store_states: bool, store_decay: bool,
               store_end: bool, latency: int, swap_ab: bool = False, states_t: bool = False, unroll: int = 1,
-              scalar_latency: int | None = None) -> tuple:
+              scalar_latency: int | None = None, pre_weights: bool = False, weigh_x: bool = False) -> tuple:
     """``_state_pass_kernel``'s arguments, by name; a buffer a walk does not touch may be any array of its rank."""
     if unroll not in (1, 2) or seg_chunks % unroll:
         raise ValueError(f"_state_pass_kernel: unroll={unroll}; expected 1 or 2, dividing seg_chunks={seg_chunks}")
     return (x, B, g, dtT, seg_entry, states, chunk_decay, seg_end, seg_decay, chunk_size, block_p, block_n,
             seg_chunks, from_entry, store_states, store_decay, store_end, swap_ab, states_t, latency, unroll,
-            scalar_latency or 0)
+            scalar_latency or 0, pre_weights, weigh_x)
 
 
 def walk_grid(x: torch.Tensor, B: torch.Tensor, nseg: int, block_p: int, block_n: int) -> tuple[int, int]:
@@ -238,7 +261,7 @@ def state_pass(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torch.Ten
                          block_n=cfg.block_n, seg_chunks=WHOLE_SEQUENCE, from_entry=entry is not None,
                          store_states=True, store_decay=False, store_end=True, latency=cfg.latency,
                          swap_ab=cfg.swap_ab, states_t=cfg.states_t, unroll=cfg.unroll,
-                         scalar_latency=cfg.scalar_latency)
+                         scalar_latency=cfg.scalar_latency, pre_weights=cfg.pre_weights, weigh_x=cfg.weigh_x)
         launches.append(plan_launch(_state_pass_kernel, walk_grid(xs, Bs, 1, cfg.block_p, cfg.block_n), args,
                                     occupancy=cfg.occupancy, int64_everywhere=int64_everywhere))
         parts.append((first, states))

@@ -54,6 +54,8 @@ class Variant:
     ``cb_heads``: heads of a group that share one C·Bᵀ block in chunk_out (1: each head builds its own, the
     default; it must divide the heads of a group). Not yet measured: the shared block, held across the
     heads, spills registers on sm_90 (cuobjdump: about 1,700 local stores against 137 for one head).
+    ``pre_weights``: False runs the serial walk as it was before it read the cumsum's precomputed chunk-state
+    weights (its own exp2, the weights on B, the tiles and hints chosen for that; None: the chooser's walk).
     """
 
     state: str = "auto"
@@ -65,6 +67,7 @@ class Variant:
     states_t: bool | None = None
     split_states: bool = True
     split_diag: bool | None = None
+    pre_weights: bool | None = None
 
     def unsupported_reason(self, dstate: int) -> str | None:
         """Why this variant cannot run a problem of this dstate (None: it can)."""
@@ -93,6 +96,7 @@ VARIANTS = {
     "c-twice": Variant(c_once=False),
     "cb-shared-8": Variant(cb_heads=8),
     "split-diag": Variant(split_diag=True),
+    "walk-weighs": Variant(pre_weights=False),
 }
 
 
@@ -118,6 +122,8 @@ class StatePassConfig:
     states_t: bool = False    # lay the chunk states out transposed, (dstate, headdim), as the swapped walk carries them
     unroll: int = 1           # chunks whose tiles are loaded together, ahead of their steps (1 or 2)
     scalar_latency: int | None = None  # latency hint of the per-token g and dt loads (None: the compiler's)
+    pre_weights: bool = False  # read the per-token weights exp2(g_last - g) * dt from chunk_cumsum instead of dt
+    weigh_x: bool = False     # weight x's rows per token instead of B's (B then feeds the matmul as loaded)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -209,6 +215,8 @@ def state_pass_kind(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: in
 # hints of 2 and 8 were no better; explore_cutile, 2026-12-02,
 # reports/published/0.1.0+20261202T011403Z-069a45f/explore-2-glat-16k.json).
 _SCALAR_LATENCY = 4
+# The swapped walk's, once it reads precomputed weights (state_pass_config).
+_SWAPPED_SCALAR_LATENCY = 10
 
 
 def _swapped_walk(dtype: torch.dtype, dims: SSDDims) -> bool:
@@ -217,7 +225,10 @@ def _swapped_walk(dtype: torch.dtype, dims: SSDDims) -> bool:
     return dtype in (torch.bfloat16, torch.float16) and dims.dstate >= 256
 
 
-def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> StatePassConfig:
+def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int, *,
+                      pre_weights: bool = True) -> StatePassConfig:
+    """The serial walk's configuration; ``pre_weights=False``: the walk that computes its own chunk-state weights,
+    as chosen before the cumsum precomputed them (the variant walk-weighs)."""
     # One program per (batch, head, headdim tile, dstate tile) walks every chunk in turn, so the grid
     # is small; narrow the dstate tile until the GPU has enough programs.
     block_p = min(dims.headdim, 64)
@@ -231,8 +242,13 @@ def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: 
         # dstate 512), 14.0 against 25.7 at (1024, 256) and 17.1 against 21.8 at (1024, 512); 128-wide tiles
         # unrolled spill and took 354 us at (16384, 512) (explore_cutile, 2026-12-01,
         # reports/published/0.1.0+20261201T191901Z-f273e44/explore-1-* and explore-2-*).
+        # The per-token weights come from the cumsum (pre_weights: no exp2 in the walk), the g and dt loads hinted
+        # deeper (10): at 16384 tokens the state pass took 143.3 against 175.5 us at dstate 512 and 103.7 against
+        # 128.3 at 256; at 65536 x 512, 559.4 against 661.9 (explore_cutile, 2026-12-02, explore-pw*.json in
+        # reports/published/0.1.0+20261202T044634Z-d3a05f1-dirty; hints 2-8 within 4%).
         return StatePassConfig(block_p=block_p, block_n=min(block_n, 64), latency=4, occupancy=2, swap_ab=True,
-                               unroll=2, scalar_latency=_SCALAR_LATENCY)
+                               unroll=2, scalar_latency=_SWAPPED_SCALAR_LATENCY if pre_weights else _SCALAR_LATENCY,
+                               pre_weights=pre_weights)
     if dtype in (torch.bfloat16, torch.float16):
         # 16-bit inputs: tiles down to 16 wide, two programs an SM (TileGym's tuned walk also runs 16-wide tiles
         # two an SM). At (16384 tokens, dstate 128) on the H200: 111 us against 119 for
@@ -243,6 +259,19 @@ def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: 
         # 28.2 against 28.4); at 64, hints 6 and 4, one chunk a step: 71.6 against 79.5 (4096: 21.0 against 23.2);
         # the 36 combinations of the run spread over 72-124 us (explore_cutile, 2026-12-02,
         # reports/published/0.1.0+20261202T011403Z-069a45f/explore-4-depth.json).
+        if dims.dstate >= 128 and pre_weights:
+            # From dstate 128: the per-token weights from the cumsum on x's rows (pre_weights, weigh_x), so that B feeds
+            # the matmul from shared memory as loaded and the weighted x from registers; x's weighting is then each
+            # program's own work, so dstate tiles of at least 32 and about half the programs (one an SM on the H200).
+            # At (16384 tokens, dstate 128): 79.9 against 99.3 us for the state pass (4096: 23.6 against 28.0; 65536:
+            # 301.6 against 377.9), with x and B hinted 4, two chunks a step; 16- and 64-wide tiles, or hints 2, 3, 6
+            # and 8, were slower (explore_cutile, 2026-12-02, explore-pw*.json in
+            # reports/published/0.1.0+20261202T044634Z-d3a05f1-dirty). At dstate 64 it was no faster (74.0 against
+            # 72.1), so dstate 64 keeps B weighted by the walk.
+            while block_n > 32 and tiles * (dims.dstate // block_n) < target // 2:
+                block_n //= 2
+            return StatePassConfig(block_p=block_p, block_n=block_n, latency=4, occupancy=2, unroll=2,
+                                   scalar_latency=_SCALAR_LATENCY, pre_weights=True, weigh_x=True)
         while block_n > min(dims.dstate, 16) and tiles * (dims.dstate // block_n) < target:
             block_n //= 2
         latency, unroll = (6, 1) if dims.dstate <= 64 else (2, 2)

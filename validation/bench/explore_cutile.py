@@ -161,6 +161,28 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
     for block_n, latency, occupancy in ((32, 1, 3), (32, 1, 4), (16, 1, 4), (16, 2, 3), (32, 2, 2), (32, 1, 2)):
         cand = dataclasses.replace(co, block_n=min(block_n, spec.dstate), latency=latency, occupancy=occupancy)
         out.append(one(f"chunk_out smem n{cand.block_n} lat{latency} occ{occupancy}", "default", "chunk_out", cand))
+    # The serial walk's chunk-state weights: computed by the walk on B's rows (the walk before pre_weights, the variant
+    # walk-weighs), read from the cumsum (pre_weights) on B's rows or on x's (weigh_x), at several pipeline depths
+    # (x and B hint, chunks a step, g and dt hint) and dstate tiles. On the H200 the chooser's came out of these
+    # (reports/published/0.1.0+20261202T044634Z-d3a05f1-dirty, under the names of that run).
+    dims = SSDDims(spec.batch, spec.seqlen, spec.nheads, spec.headdim, spec.ngroups, spec.dstate)
+    own = tuning.state_pass_config(arch, dims, dtype, spec.chunk_size, pre_weights=False)
+    out.append(one("weights own", "serial-state", "state_pass", own))
+    if not own.swap_ab:
+        grid = [(True, False, own.latency, own.unroll, 4, own.block_n)] + [
+            (True, True, lat, u, glat, n) for lat, u, glat, n in (
+                (2, 2, 4, 16), (4, 2, 4, 16), (6, 1, 4, 16), (4, 1, 4, 16), (2, 2, 4, 32), (3, 2, 4, 32),
+                (4, 2, 4, 32), (5, 2, 4, 32), (6, 2, 4, 32), (8, 2, 4, 32), (4, 2, 6, 32), (2, 2, 2, 32), (2, 2, 8, 32),
+                (2, 1, 4, 32), (6, 1, 4, 32), (2, 2, 4, 64), (4, 2, 4, 64))]
+    else:
+        grid = [(True, False, lat, u, glat, own.block_n) for lat, u, glat in (
+            (4, 2, 4), (2, 2, 4), (6, 2, 4), (4, 2, 2), (4, 2, 6), (4, 2, 8), (4, 2, 10), (4, 1, 4), (8, 1, 4))]
+        grid += [(True, True, 4, 2, 4, own.block_n)]
+    for pre, wx, latency, unroll, scalar_latency, block_n in grid:
+        cand = dataclasses.replace(own, pre_weights=pre, weigh_x=wx, latency=latency, unroll=unroll,
+                                   scalar_latency=scalar_latency, block_n=min(block_n, spec.dstate))
+        out.append(one(f"weights {'pwx' if wx else 'pw'} lat{latency} u{unroll} glat{scalar_latency} n{cand.block_n}",
+                       "serial-state", "state_pass", cand))
     unique = {name: (name, variant, cfgs) for name, variant, cfgs in out}
     return [c for c in unique.values() if only is None or c[0].startswith(tuple(only)) or c[0] == "default"]
 
