@@ -183,6 +183,15 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
                                    scalar_latency=scalar_latency, block_n=min(block_n, spec.dstate))
         out.append(one(f"weights {'pwx' if wx else 'pw'} lat{latency} u{unroll} glat{scalar_latency} n{cand.block_n}",
                        "serial-state", "state_pass", cand))
+    # 8-wide dstate tiles for the unswapped walk (HGMMA's narrowest N): twice the programs of 16-wide tiles, for the
+    # shapes where 16-wide tiles leave one program an SM (dstate 64 at the benchmark's point).
+    if not own.swap_ab:
+        for pre, wx, latency, unroll in ((False, False, 6, 1), (False, False, 4, 2), (False, False, 2, 2),
+                                         (True, False, 6, 1), (True, True, 4, 2), (True, True, 6, 1)):
+            cand = dataclasses.replace(own, pre_weights=pre, weigh_x=wx, latency=latency, unroll=unroll,
+                                       scalar_latency=4, block_n=8)
+            out.append(one(f"n8 {'pwx' if wx else 'pw' if pre else 'own'} lat{latency} u{unroll}", "serial-state",
+                           "state_pass", cand))
     unique = {name: (name, variant, cfgs) for name, variant, cfgs in out}
     return [c for c in unique.values() if only is None or c[0].startswith(tuple(only)) or c[0] == "default"]
 
