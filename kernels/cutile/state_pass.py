@@ -181,10 +181,10 @@ def _state_pass_kernel(
         else:
             X0, Bw0, g_last0 = _chunk_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile,
                                             CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY, PRE_WEIGHTS,
-                                         WEIGH_X)
+                                            WEIGH_X)
             X1, Bw1, g_last1 = _chunk_tiles(x, B, g, dtT, b, chunk + 1, head, group, p_tile, n_tile,
                                             CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY, PRE_WEIGHTS,
-                                         WEIGH_X)
+                                            WEIGH_X)
             h, decay = _step(states, chunk_decay, h, decay, X0, Bw0, g_last0, b, head, chunk, t0, t1,
                              SHAPE5, STATES_ORDER, STORE_STATES, STORE_DECAY, SWAP_AB, MMA_DTYPE)
             if chunk + 1 < nchunks:
