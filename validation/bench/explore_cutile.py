@@ -192,6 +192,14 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
                                        scalar_latency=4, block_n=8)
             out.append(one(f"n8 {'pwx' if wx else 'pw' if pre else 'own'} lat{latency} u{unroll}", "serial-state",
                            "state_pass", cand))
+    # The swapped walk (dstate tile as HGMMA's M, 64) below dstate 256, with the cumsum's weights, its programs made
+    # by narrow headdim tiles (the matmul's N) instead of narrow dstate tiles.
+    if not own.swap_ab and spec.dstate >= 64:
+        for block_p, scalar_latency in ((32, 4), (16, 4), (8, 4), (16, 10)):
+            cand = dataclasses.replace(own, swap_ab=True, states_t=False, pre_weights=True, weigh_x=False, block_n=64,
+                                       block_p=min(block_p, spec.headdim), latency=4, unroll=2, occupancy=2,
+                                       scalar_latency=scalar_latency)
+            out.append(one(f"swapw p{cand.block_p} glat{scalar_latency}", "serial-state", "state_pass", cand))
     unique = {name: (name, variant, cfgs) for name, variant, cfgs in out}
     return [c for c in unique.values() if only is None or c[0].startswith(tuple(only)) or c[0] == "default"]
 
