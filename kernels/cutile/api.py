@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import cuda.tile as ct
 import torch
 
@@ -75,15 +73,7 @@ def plan_forward(x, dt, A, B, C, D, initial_state, *, chunk_size: int, arch: str
     x, dt, A, B, C, D, initial_state = (_dense(t) for t in (x, dt, A, B, C, D, initial_state))
     out_cfg = cfgs.chunk_out.with_variant(variant)
     kind = variant.state if variant.state != "auto" else tuning.state_pass_kind(arch, dims, x.dtype, chunk_size)
-    walk_cfg = cfgs.state_pass
-    if kind == "serial":
-        if variant.pre_weights is False and walk_cfg.pre_weights:  # the walk as it was before it read them
-            walk_cfg = tuning.state_pass_config(arch, dims, x.dtype, chunk_size, pre_weights=False)
-        if variant.swap_ab is not None:  # the layout follows the walk unless the variant says otherwise
-            walk_cfg = dataclasses.replace(walk_cfg, swap_ab=variant.swap_ab,
-                                           states_t=variant.swap_ab and walk_cfg.states_t)
-        if variant.states_t is not None:
-            walk_cfg = dataclasses.replace(walk_cfg, states_t=variant.states_t)
+    walk_cfg = tuning.serial_walk_config(cfgs.state_pass, variant, arch, dims, x.dtype, chunk_size)
     # The serial walk may read the chunk-state weights precomputed by the cumsum (``pre_weights``).
     weights = kind == "serial" and walk_cfg.pre_weights
     cumsum_launch, g, dtT, w = chunk_cumsum(dt, A, chunk_size=chunk_size, cfg=cfgs.chunk_cumsum,
@@ -132,7 +122,9 @@ def intermediate_traffic(dims: SSDDims, dtype: torch.dtype, chunk_size: int, arc
         cb = dims.batch * nchunks * dims.ngroups * chunk_size * chunk_size * 4 * (1 + dims.nheads // dims.ngroups)
         cb_how = "; fp32 C·Bᵀ per chunk and group written once, read by each head"
     if kind == "serial":
-        if variant.pre_weights is not False and tuning.state_pass_config(arch, dims, dtype, chunk_size).pre_weights:
+        walk_cfg = tuning.serial_walk_config(tuning.state_pass_config(arch, dims, dtype, chunk_size), variant, arch,
+                                             dims, dtype, chunk_size)
+        if walk_cfg.pre_weights:
             # The chunk-state weights: written by the cumsum, read by the walk.
             cumsum += 2 * tokens * dims.nheads * 4
             cb_how = "; the cumsum's chunk-state weights written once, read once" + cb_how

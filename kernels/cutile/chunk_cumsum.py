@@ -68,6 +68,7 @@ def chunk_cumsum(dt: torch.Tensor, A: torch.Tensor, *, chunk_size: int, cfg: Chu
     dtT = empty(g.shape, dtype=torch.float32, device=dt.device)
     w = empty(g.shape, dtype=torch.float32, device=dt.device) if weights else None
     grid = (nchunks, -(-nheads // cfg.block_h), batch)
+    # Without ``weights`` the kernel never writes ``w``: any array of its shape stands in.
     args = _chunk_cumsum_args(dt, A, g, dtT, w if weights else dtT, cfg, chunk_size, weights)
     launch = plan_launch(_chunk_cumsum_kernel, grid, args, occupancy=cfg.occupancy, int64_everywhere=int64_everywhere)
     return launch, g, dtT, w

@@ -284,6 +284,19 @@ def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: 
     return StatePassConfig(block_p=block_p, block_n=block_n, latency=8)
 
 
+def serial_walk_config(cfg: StatePassConfig, variant: Variant, arch: str, dims: SSDDims, dtype: torch.dtype,
+                       chunk_size: int) -> StatePassConfig:
+    """The serial walk's configuration ``cfg`` with what ``variant`` changes in it: the walk before precomputed weights
+    (``pre_weights=False``, rebuilt by ``state_pass_config``), the matmul swapped or not, the chunk states' layout."""
+    if variant.pre_weights is False and cfg.pre_weights:
+        cfg = state_pass_config(arch, dims, dtype, chunk_size, pre_weights=False)
+    if variant.swap_ab is not None:  # the layout follows the walk unless the variant says otherwise
+        cfg = replace(cfg, swap_ab=variant.swap_ab, states_t=variant.swap_ab and cfg.states_t)
+    if variant.states_t is not None:
+        cfg = replace(cfg, states_t=variant.states_t)
+    return cfg
+
+
 def _segment_chunks(arch: str, dims: SSDDims, chunk_size: int, programs_per_segment: int) -> int:
     """The longest segments (a power of two of chunks, at most _MAX_SEGMENT_CHUNKS) that still give about the
     segmented pass's TARGET_PROGRAMS count of programs, ``programs_per_segment`` to a segment."""
