@@ -15,6 +15,7 @@ import torch
 
 from kernels.alloc import empty
 from kernels.cutile._launch import LOG2E, Launch, plan_launch
+from kernels.cutile.state_pass import chunk_state_weight
 from kernels.cutile.tuning import ChunkCumsumConfig
 
 
@@ -39,9 +40,8 @@ def _chunk_cumsum_kernel(
     ct.store(g, (b, head_tile, chunk), g_tile)
     ct.store(dtT, (b, head_tile, chunk), dt_tile)
     if WEIGHTS:
-        # In exact arithmetic g_last <= g; clamp the cumsum's rounding so that no exponent is positive.
         g_last = ct.extract(g_tile, (0, 0, CHUNK - 1), shape=(1, BLOCK_H, 1))
-        ct.store(w, (b, head_tile, chunk), ct.exp2(ct.minimum(g_last - g_tile, 0.0)) * dt_tile)
+        ct.store(w, (b, head_tile, chunk), chunk_state_weight(g_tile, g_last, dt_tile))
 
 
 def _chunk_cumsum_args(dt, A, g, dtT, w, cfg: ChunkCumsumConfig, chunk_size: int, weights: bool) -> tuple:

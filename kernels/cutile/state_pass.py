@@ -30,17 +30,20 @@ def state_tile(pid, ntiles, ptiles, nheads):
     return n_tile, p_tile, head, pid // (ntiles * ptiles * nheads)
 
 
+def chunk_state_weight(g, g_last, dt):
+    """Each token's weight in its chunk's state, exp2(g_last - g) * dt, from its cumsum g, the chunk's last cumsum
+    g_last and dt (tiles that broadcast): the one definition, used by the walk and by chunk_cumsum's ``w``."""
+    # In exact arithmetic g_last <= g; the cumsum's rounding may break that by an ulp of |g|,
+    # which is huge when |g| is: clamp so that no exponent is ever positive.
+    return ct.exp2(ct.minimum(g_last - g, 0.0)) * dt
+
+
 def _weights(gc, dtc, CHUNK, PRE_WEIGHTS):
-    """A chunk's per-token weights exp2(g_last - g) * dt, (CHUNK,), and g_last, its total log2 decay. PRE_WEIGHTS:
+    """A chunk's per-token weights (``chunk_state_weight``), (CHUNK,), and g_last, its total log2 decay. PRE_WEIGHTS:
     ``dtc`` holds the weights already (chunk_cumsum's ``w``)."""
     # g is padded with the last real token's value, so index CHUNK - 1 holds the chunk's total.
     g_last = ct.extract(gc, (CHUNK - 1,), shape=(1,))
-    if PRE_WEIGHTS:
-        weight = dtc
-    else:
-        # In exact arithmetic g_last <= g; the cumsum's rounding may break that by an ulp of |g|,
-        # which is huge when |g| is: clamp so that no exponent is ever positive.
-        weight = ct.exp2(ct.minimum(g_last - gc, 0.0)) * dtc
+    weight = dtc if PRE_WEIGHTS else chunk_state_weight(gc, g_last, dtc)
     return weight, g_last
 
 
