@@ -52,8 +52,10 @@ class Variant:
     factorized (half the exp2, the all-future quarter never formed; None: the chooser's choice, for now never). On the
     H200 chunk_out was 2-3% slower with it at 16384 tokens, dstate 64 to 512.
     ``cb_heads``: heads of a group that share one C·Bᵀ block in chunk_out (1: each head builds its own, the
-    default; it must divide the heads of a group). Not yet measured: the shared block, held across the
-    heads, spills registers on sm_90 (cuobjdump: about 1,700 local stores against 137 for one head).
+    default; it must divide the heads of a group). The shared block, held across the heads, spills registers on
+    sm_90 (272 local-memory stores at 8 heads, none for one), and on the H200 chunk_out took 251.0 against 119.9 us
+    at 16384 tokens and dstate 128, 484.1 against 214.0 at 512 (explore_cutile, 2026-12-02,
+    reports/published/0.1.0+20261202T091000Z-1e17ae9-dirty; the block passed through memory did not pay either).
     ``pre_weights``: False runs the serial walk as it was before it read the cumsum's precomputed chunk-state
     weights (its own exp2, the weights on B, the tiles and hints chosen for that; None: the chooser's walk).
     """
