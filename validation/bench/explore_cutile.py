@@ -200,6 +200,12 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
                                        block_p=min(block_p, spec.headdim), latency=4, unroll=2, occupancy=2,
                                        scalar_latency=scalar_latency)
             out.append(one(f"swapw p{cand.block_p} glat{scalar_latency}", "serial-state", "state_pass", cand))
+    # The swapped walk with 128-wide dstate tiles (HGMMA's M of 128, half the programs, one an SM), one or two chunks a
+    # step: x is then read by half as many programs.
+    if sp.swap_ab and spec.dstate >= 256:
+        for unroll, latency in ((1, 4), (1, 6), (1, 8), (2, 4)):
+            cand = dataclasses.replace(sp, block_n=128, unroll=unroll, latency=latency, occupancy=None)
+            out.append(one(f"walk128 u{unroll} lat{latency}", "serial-state", "state_pass", cand))
     unique = {name: (name, variant, cfgs) for name, variant, cfgs in out}
     return [c for c in unique.values() if only is None or c[0].startswith(tuple(only)) or c[0] == "default"]
 
