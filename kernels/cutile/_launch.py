@@ -1,4 +1,4 @@
-"""What the three stages share: a planned launch, kernel variants, and the int64 decision."""
+"""What the three stages share: a planned launch, kernel variants, the int64 decision, and the decay's exp2."""
 
 from __future__ import annotations
 
@@ -13,6 +13,18 @@ import cuda.tile as ct
 import torch
 
 LOG2E = math.log2(math.e)
+
+
+def exp2(x):
+    """2**x in a kernel, for every decay (x <= 0): results below 2**-126 flush to zero, as do subnormal inputs.
+
+    Such a decay weighs its term by less than 1.2e-38, far below what the outputs' dtypes resolve. On sm_90 it costs
+    one MUFU.EX2 instead of five instructions (the scaling that keeps subnormal results): chunk_out, which takes
+    BLOCK_M**2 of them a program, went from 120.1 to 109.3 us at 16384 tokens and dstate 128 on the H200, with every
+    error of the correctness and stability suites unchanged to the last bit (reports/published/, the run of
+    2026-12-02 09:47).
+    """
+    return ct.exp2(x, flush_to_zero=True)
 
 # cuTile indexes an array with int32 unless its parameter is annotated ct.IndexedWithInt64.
 _INT32_SPAN = 2**31

@@ -16,7 +16,7 @@ import cuda.tile as ct
 import torch
 
 from kernels.alloc import empty
-from kernels.cutile._launch import Launch, plan_launch
+from kernels.cutile._launch import Launch, exp2, plan_launch
 from kernels.cutile.chunk_out import _causal_decay
 from kernels.cutile.segment_state import segment_entries
 from kernels.cutile.state_pass import _weigh
@@ -75,7 +75,7 @@ def _segment_out_kernel(
         # The output: C·hᵀ of the entry state, decayed to each row (g <= 0), then the causal in-chunk part.
         g_col = gc.reshape((CHUNK, 1))
         acc = ct.mma(Cc.astype(STATE_MMA_DTYPE), hT.astype(STATE_MMA_DTYPE), ct.zeros((CHUNK, BLOCK_P), dtype=ct.float32))
-        acc = acc * ct.exp2(g_col)
+        acc = acc * exp2(g_col)
         cb = ct.mma(Cc.astype(MMA_DTYPE), Bc.transpose().astype(MMA_DTYPE), ct.zeros((CHUNK, CHUNK), dtype=ct.float32))
         acc = ct.mma((cb * _causal_decay(g_col, CHUNK) * dtc.reshape((1, CHUNK))).astype(MMA_DTYPE),
                      X.astype(MMA_DTYPE), acc)
@@ -85,7 +85,7 @@ def _segment_out_kernel(
 
         # The state at the next chunk's entry: the walk's swapped step.
         Bw, g_last = _weigh(Bc, gc, dtc, CHUNK, MMA_DTYPE)
-        hT = ct.mma(Bw.transpose(), X.astype(MMA_DTYPE), hT * ct.exp2(g_last).reshape((1, 1)))
+        hT = ct.mma(Bw.transpose(), X.astype(MMA_DTYPE), hT * exp2(g_last).reshape((1, 1)))
 
 
 def segment_out(x: torch.Tensor, B: torch.Tensor, C: torch.Tensor, g: torch.Tensor, dtT: torch.Tensor,

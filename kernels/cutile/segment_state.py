@@ -35,7 +35,7 @@ import cuda.tile as ct
 import torch
 
 from kernels.alloc import empty
-from kernels.cutile._launch import Launch, plan_launch
+from kernels.cutile._launch import Launch, exp2, plan_launch
 from kernels.cutile.state_pass import _state_pass_kernel, state_dtype, state_tile, walk_args, walk_grid
 from kernels.cutile.tuning import SegmentApplyConfig, SegmentScanConfig, SegmentStateConfig
 
@@ -76,7 +76,7 @@ def _segment_scan_kernel(
             if s < nseg:
                 ct.store(seg_entry, (b, head, s, p_tile, n_tile),
                          h.reshape((1, 1, 1, BLOCK_P, BLOCK_N)).astype(seg_entry.dtype))
-            h = (h * ct.exp2(ct.extract(d, (0, 0, u), shape=(1, 1, 1)).reshape((1, 1)))
+            h = (h * exp2(ct.extract(d, (0, 0, u), shape=(1, 1, 1)).reshape((1, 1)))
                  + ct.extract(local, (u, 0, 0), shape=(1, BLOCK_P, BLOCK_N)).reshape((BLOCK_P, BLOCK_N)))
     ct.store(final_state, (b, head, p_tile, n_tile), h.reshape((1, 1, BLOCK_P, BLOCK_N)))
 
@@ -99,7 +99,7 @@ def _segment_apply_kernel(
     local = ct.load(states, (b, head, chunk, p_tile, n_tile), shape=(1, 1, 1, BLOCK_P, BLOCK_N))
     entry = ct.load(seg_entry, (b, head, chunk // SEG_CHUNKS, p_tile, n_tile), shape=(1, 1, 1, BLOCK_P, BLOCK_N))
     # exp2(d_c) <= 1: d_c is a sum of chunk totals, each <= 0.
-    scale = ct.exp2(ct.load(chunk_decay, (b, head, chunk), shape=(1, 1, 1)).reshape((1, 1, 1, 1, 1)))
+    scale = exp2(ct.load(chunk_decay, (b, head, chunk), shape=(1, 1, 1)).reshape((1, 1, 1, 1, 1)))
     ct.store(states, (b, head, chunk, p_tile, n_tile), (local.astype(ct.float32) + entry * scale).astype(states.dtype))
 
 

@@ -15,7 +15,7 @@ import cuda.tile as ct
 import torch
 
 from kernels.alloc import empty
-from kernels.cutile._launch import Launch, int32_parts, plan_launch
+from kernels.cutile._launch import Launch, exp2, int32_parts, plan_launch
 from kernels.cutile.tuning import StatePassConfig
 
 # SEG_CHUNKS of the serial pass: one segment longer than any sequence, one compiled kernel for every length.
@@ -35,7 +35,7 @@ def chunk_state_weight(g, g_last, dt):
     g_last and dt (tiles that broadcast): the one definition, used by the walk and by chunk_cumsum's ``w``."""
     # In exact arithmetic g_last <= g; the cumsum's rounding may break that by an ulp of |g|,
     # which is huge when |g| is: clamp so that no exponent is ever positive.
-    return ct.exp2(ct.minimum(g_last - g, 0.0)) * dt
+    return exp2(ct.minimum(g_last - g, 0.0)) * dt
 
 
 def _weights(gc, dtc, CHUNK, PRE_WEIGHTS):
@@ -97,9 +97,9 @@ def _step(states, chunk_decay, h, decay, X, Bw, g_last, b, head, chunk, t0, t1, 
     _store_entry(states, chunk_decay, h, decay, b, head, chunk, t0, t1, SHAPE5, STATES_ORDER, STORE_STATES,
                  STORE_DECAY)
     if SWAP_AB:
-        h = ct.mma(Bw.transpose(), X, h * ct.exp2(g_last).reshape((1, 1)))
+        h = ct.mma(Bw.transpose(), X, h * exp2(g_last).reshape((1, 1)))
     else:
-        h = ct.mma(X.transpose(), Bw, h * ct.exp2(g_last).reshape((1, 1)))
+        h = ct.mma(X.transpose(), Bw, h * exp2(g_last).reshape((1, 1)))
     # A sum of non-positive numbers: stays <= 0 under rounding.
     return h, decay + g_last
 
