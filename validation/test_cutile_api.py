@@ -3,8 +3,10 @@
 Needs cuda.tile importable (the compile group), hence the marker; no GPU.
 """
 
+import ast
 import dataclasses
 import inspect
+from pathlib import Path
 
 import pytest
 import torch
@@ -373,3 +375,17 @@ def test_every_exploration_candidate_plans(seqlen, dstate) -> None:
         assert launches, name
     only = _candidates(spec, torch.bfloat16, ["state "])
     assert only[0][0] == "default" and all(name.startswith("state ") for name, _, _ in only[1:])
+
+
+def test_every_exp2_of_the_kernels_goes_through_the_one_helper() -> None:
+    """The kernels' exponentials are decays taken with subnormal results flushed (kernels.cutile._launch.exp2); a bare
+    ct.exp2 would quietly compile to the five-instruction form the helper exists to avoid."""
+    bare = []
+    for path in sorted(Path(cutile_api.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "exp2"
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "ct"
+                    and not (path.name == "_launch.py"
+                             and any(kw.arg == "flush_to_zero" for kw in node.keywords))):
+                bare.append(f"{path.name}:{node.lineno}")
+    assert not bare, f"ct.exp2 called outside kernels.cutile._launch.exp2 at {bare}"
