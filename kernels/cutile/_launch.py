@@ -1,4 +1,4 @@
-"""What the three stages share: a planned launch, kernel variants, the int64 decision, and the decay's exp2."""
+"""What the three stages share: a planned launch, kernel variants, the int64 decision, and the decays' exp2."""
 
 from __future__ import annotations
 
@@ -25,6 +25,13 @@ def exp2(x):
     2026-12-02 09:47).
     """
     return ct.exp2(x, flush_to_zero=True)
+
+
+def exp2_decay(x):
+    """exp2(min(x, 0)): a decay whose exponent is <= 0 in exact arithmetic (a difference of in-chunk cumsums),
+    clamped so that the cumsum's rounding, an ulp of |g| and huge when |g| is, can never make it grow."""
+    return exp2(ct.minimum(x, 0.0))
+
 
 # cuTile indexes an array with int32 unless its parameter is annotated ct.IndexedWithInt64.
 _INT32_SPAN = 2**31

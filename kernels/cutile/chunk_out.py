@@ -14,7 +14,7 @@ import cuda.tile as ct
 import torch
 
 from kernels.alloc import empty
-from kernels.cutile._launch import Launch, exp2, plan_launch
+from kernels.cutile._launch import Launch, exp2, exp2_decay, plan_launch
 from kernels.cutile.tuning import ChunkOutConfig
 
 
@@ -45,7 +45,7 @@ def _causal_decay(g_col, BLOCK):
     to 0 before exp2 and replaced by 0 after, so no Inf is ever formed, let alone multiplied by 0."""
     rows = ct.arange(BLOCK, dtype=ct.int32)
     causal = rows.reshape((BLOCK, 1)) >= rows.reshape((1, BLOCK))
-    return ct.where(causal, exp2(ct.minimum(g_col - g_col.reshape((1, BLOCK)), 0.0)), 0.0)
+    return ct.where(causal, exp2_decay(g_col - g_col.reshape((1, BLOCK))), 0.0)
 
 
 def _diagonal_in_halves(x, dtT, g, D, y, acc, cb, b, head, row_block, p_tile, BLOCK_M, BLOCK_P, HAS_D, LATENCY,
@@ -71,8 +71,7 @@ def _diagonal_in_halves(x, dtT, g, D, y, acc, cb, b, head, row_block, p_tile, BL
     w00 = ct.extract(cbf, (0, 0), shape=(H, H)) * _causal_decay(g0_col, H) * dt0
     w11 = ct.extract(cbf, (1, 1), shape=(H, H)) * _causal_decay(g1_col, H) * dt1
     g_e = ct.extract(g0, (0, H - 1), shape=(1, 1))
-    w10 = ct.extract(cbf, (1, 0), shape=(H, H)) * (exp2(ct.minimum(g1_col - g_e, 0.0))
-                                                   * (exp2(ct.minimum(g_e - g0, 0.0)) * dt0))
+    w10 = ct.extract(cbf, (1, 0), shape=(H, H)) * (exp2_decay(g1_col - g_e) * (exp2_decay(g_e - g0) * dt0))
     top = ct.mma(w00.astype(MMA_DTYPE), X0.astype(MMA_DTYPE), ct.extract(acc, (0, 0), shape=(H, BLOCK_P)))
     bottom = ct.mma(w10.astype(MMA_DTYPE), X0.astype(MMA_DTYPE), ct.extract(acc, (1, 0), shape=(H, BLOCK_P)))
     bottom = ct.mma(w11.astype(MMA_DTYPE), X1.astype(MMA_DTYPE), bottom)
@@ -110,7 +109,7 @@ def _rows_out(x, B, C, g, dtT, D, y, acc, cb, b, head, group, row_block, chunk, 
             g_k = ct.load(g, (b, head, col_block), shape=(1, 1, BLOCK_M)).reshape((1, BLOCK_M))
             dt_k = ct.load(dtT, (b, head, col_block), shape=(1, 1, BLOCK_M)).reshape((1, BLOCK_M))
             g_e = ct.extract(g_k, (0, BLOCK_M - 1), shape=(1, 1))
-            weight = cbk * (exp2(ct.minimum(g_m - g_e, 0.0)) * (exp2(ct.minimum(g_e - g_k, 0.0)) * dt_k))
+            weight = cbk * (exp2_decay(g_m - g_e) * (exp2_decay(g_e - g_k) * dt_k))
             Xk = ct.load(x, (b, col_block, head, p_tile), shape=(1, BLOCK_M, 1, BLOCK_P),
                          latency=LATENCY).reshape((BLOCK_M, BLOCK_P))
             acc = ct.mma(weight.astype(MMA_DTYPE), Xk.astype(MMA_DTYPE), acc)

@@ -15,7 +15,7 @@ import cuda.tile as ct
 import torch
 
 from kernels.alloc import empty
-from kernels.cutile._launch import Launch, exp2, int32_parts, plan_launch
+from kernels.cutile._launch import Launch, exp2, exp2_decay, int32_parts, plan_launch
 from kernels.cutile.tuning import StatePassConfig
 
 # SEG_CHUNKS of the serial pass: one segment longer than any sequence, one compiled kernel for every length.
@@ -33,9 +33,7 @@ def state_tile(pid, ntiles, ptiles, nheads):
 def chunk_state_weight(g, g_last, dt):
     """Each token's weight in its chunk's state, exp2(g_last - g) * dt, from its cumsum g, the chunk's last cumsum
     g_last and dt (tiles that broadcast): the one definition, used by the walk and by chunk_cumsum's ``w``."""
-    # In exact arithmetic g_last <= g; the cumsum's rounding may break that by an ulp of |g|,
-    # which is huge when |g| is: clamp so that no exponent is ever positive.
-    return exp2(ct.minimum(g_last - g, 0.0)) * dt
+    return exp2_decay(g_last - g) * dt  # g_last <= g in exact arithmetic
 
 
 def _weights(gc, dtc, CHUNK, PRE_WEIGHTS):

@@ -202,7 +202,7 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
             out.append(one(f"swapw p{cand.block_p} glat{scalar_latency}", "serial-state", "state_pass", cand))
     # The swapped walk with 128-wide dstate tiles (HGMMA's M of 128, half the programs, one an SM), one or two chunks a
     # step: x is then read by half as many programs.
-    if sp.swap_ab and spec.dstate >= 256:
+    if sp.swap_ab:  # the chooser swaps the walk from dstate 256
         for unroll, latency in ((1, 4), (1, 6), (1, 8), (2, 4)):
             cand = dataclasses.replace(sp, block_n=128, unroll=unroll, latency=latency, occupancy=None)
             out.append(one(f"walk128 u{unroll} lat{latency}", "serial-state", "state_pass", cand))
