@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from types import TracebackType
 
 import pytest
 
@@ -122,10 +123,33 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         results.checkpoint()
 
 
+@pytest.hookimpl(tryfirst=True)  # before the terminal reporter's, which formats the traceback
 def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo) -> None:
     # a matrix raises isolated.Interrupted naming its signal; pytest's own KeyboardInterrupt is SIGINT's (nox passes
     # SIGTERM on as SIGINT)
     _stopped.append(getattr(excinfo.value, "signame", "SIGINT"))
+    _give_every_entry_a_line(excinfo)
+
+
+def _give_every_entry_a_line(excinfo: pytest.ExceptionInfo) -> None:
+    """Python 3.11 gives a traceback entry no line number (``tb_lineno`` None) where the signal landed on an
+    instruction with no source location, such as an ``except ... as`` block's cleanup. pytest's report of the
+    interrupt then fails on it (``TypeError`` in ``TracebackEntry.lineno``) and the session exits 1, not 2
+    (seen in CI). Such an entry takes the line of the nearest instruction before it that has one."""
+    entries = []
+    tb = excinfo.tb
+    while tb is not None:
+        entries.append(tb)
+        tb = tb.tb_next
+    mended = None
+    for tb in reversed(entries):
+        line = tb.tb_lineno
+        if line is None:
+            code = tb.tb_frame.f_code
+            lines = [n for start, _, n in code.co_lines() if start <= tb.tb_lasti and n is not None]
+            line = lines[-1] if lines else code.co_firstlineno
+        mended = TracebackType(mended, tb.tb_frame, tb.tb_lasti, line)
+    excinfo.traceback = type(excinfo.traceback)(mended)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
