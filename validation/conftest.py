@@ -132,10 +132,11 @@ def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo) -> None:
 
 
 def _give_every_entry_a_line(excinfo: pytest.ExceptionInfo) -> None:
-    """Python 3.11 gives a traceback entry no line number (``tb_lineno`` None) where the signal landed on an
-    instruction with no source location, such as an ``except ... as`` block's cleanup. pytest's report of the
-    interrupt then fails on it (``TypeError`` in ``TracebackEntry.lineno``) and the session exits 1, not 2
-    (seen in CI). Such an entry takes the line of the nearest instruction before it that has one."""
+    """Python 3.11 gives a traceback entry no line number where the signal landed on an instruction with no source
+    location, such as an ``except ... as`` block's cleanup: ``tb_lineno`` is None (3.11.7) or -1 (3.11.2). With
+    None, pytest's report of the interrupt fails (``TypeError`` in ``TracebackEntry.lineno``) and the session exits
+    1, not 2 (seen in CI); with -1 it names line -1. Such an entry takes the line of the nearest instruction before
+    it that has one."""
     entries = []
     tb = excinfo.tb
     while tb is not None:
@@ -144,7 +145,7 @@ def _give_every_entry_a_line(excinfo: pytest.ExceptionInfo) -> None:
     mended = None
     for tb in reversed(entries):
         line = tb.tb_lineno
-        if line is None:
+        if line is None or line < 0:
             code = tb.tb_frame.f_code
             lines = [n for start, _, n in code.co_lines() if start <= tb.tb_lasti and n is not None]
             line = lines[-1] if lines else code.co_firstlineno
