@@ -154,6 +154,22 @@ def test_the_walk_reads_the_weights_the_cumsum_precomputed_where_the_chooser_say
     assert walk.args[walk_names.index("BLOCK_N")] == old.block_n
 
 
+@pytest.mark.parametrize("dstate", [64, 128, 512])
+def test_the_packed_weights_variant_changes_only_how_the_walk_multiplies(dstate: int) -> None:
+    # packed-weights: the walk's weighted operand multiplied in x's dtype; the default keeps the fp32 product.
+    spec = SpecClass(SSDDims(4, 16384, 8, 64, 1, dstate), torch.bfloat16, 128, True, False)
+    plans = {name: cutile_api.plan_forward(*meta_inputs(spec), chunk_size=128, arch="sm_90",
+                                           variant=VARIANTS[name])[0] for name in ("default", "packed-weights")}
+    walks = {name: next(la for la in launches if la.kernel._pyfunc.__name__ == "_state_pass_kernel")
+             for name, launches in plans.items()}
+    names = list(inspect.signature(walks["default"].kernel._pyfunc).parameters)
+    packed = names.index("PACKED_WEIGHTS")
+    assert walks["default"].args[packed] is False and walks["packed-weights"].args[packed] is True
+    constants = [i for i, arg in enumerate(walks["default"].args) if not isinstance(arg, torch.Tensor) and i != packed]
+    assert [walks["default"].args[i] for i in constants] == [walks["packed-weights"].args[i] for i in constants]
+    assert [la.grid for la in plans["default"]] == [la.grid for la in plans["packed-weights"]]
+
+
 def test_plan_on_meta_tensors_allocates_outputs_of_the_documented_shapes() -> None:
     # The segmented pass on this small problem gets segments of one chunk (the chooser's grid target): no
     # completion pass.

@@ -52,7 +52,7 @@ def _weigh(Bc, gc, dtc, CHUNK, MMA_DTYPE):
 
 
 def _chunk_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile, CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE,
-                 SCALAR_LATENCY, PRE_WEIGHTS, WEIGH_X):
+                 SCALAR_LATENCY, PRE_WEIGHTS, WEIGH_X, PACKED_WEIGHTS):
     """One chunk's X (CHUNK, BLOCK_P) and B (CHUNK, BLOCK_N) in the matmul dtype, one of them weighted per token
     (``_weights``: B's rows, or x's with WEIGH_X), and g_last: all that a step of the walk needs besides the carried
     state."""
@@ -69,6 +69,9 @@ def _chunk_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile, CHUNK, BLO
     dtc = ct.load(dtT, (b, head, chunk), shape=(1, 1, CHUNK), padding_mode=ct.PaddingMode.ZERO,
                   latency=scalar_latency).reshape((CHUNK,))
     weight, g_last = _weights(gc, dtc, CHUNK, PRE_WEIGHTS)
+    if PACKED_WEIGHTS:
+        # The product in x's dtype: for 16-bit inputs one packed multiply a pair of elements, no widening to fp32.
+        weight = weight.astype(X.dtype)
     if WEIGH_X:
         # Xᵀ (w B) = (w X)ᵀ B: B feeds the matmul as loaded; unswapped, the weighted operand takes the matmul's
         # first slot, which may come from registers.
@@ -127,6 +130,7 @@ def _state_pass_kernel(
     SCALAR_LATENCY: ct.Constant[int],
     PRE_WEIGHTS: ct.Constant[bool],
     WEIGH_X: ct.Constant[bool],
+    PACKED_WEIGHTS: ct.Constant[bool],
 ):
     """Grid (nseg * nheads * headdim/BLOCK_P * dstate/BLOCK_N, batch): one (BLOCK_P, BLOCK_N) tile of one
     head's state, carried in fp32 registers through the chunks of one segment, from the segment's entry
@@ -137,7 +141,8 @@ def _state_pass_kernel(
     swapped walk carries, so that its per-chunk store is a plain tile store (chunk_out reads either layout).
     UNROLL (1 or 2, dividing SEG_CHUNKS): chunks whose tiles are loaded together, ahead of their steps.
     PRE_WEIGHTS: ``dtT`` holds chunk_cumsum's per-token weights exp2(g_last - g) * dt instead of dt. WEIGH_X: the
-    weight goes on x's rows instead of B's."""
+    weight goes on x's rows instead of B's. PACKED_WEIGHTS: the weighted operand is multiplied in x's dtype, the
+    weight rounded to it."""
     # bf16/fp16 operands run on the tensor cores as they are (HGMMA on sm_90); fp32 operands are cast
     # to tf32 on purpose: an fp32 ct.mma takes no tensor core path and spills.
     MMA_DTYPE = ct.static_eval(ct.tfloat32 if x.dtype == ct.float32 else x.dtype)
@@ -176,16 +181,16 @@ def _state_pass_kernel(
         if UNROLL == 1:
             X, Bw, g_last = _chunk_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile,
                                          CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY, PRE_WEIGHTS,
-                                         WEIGH_X)
+                                         WEIGH_X, PACKED_WEIGHTS)
             h, decay = _step(states, chunk_decay, h, decay, X, Bw, g_last, b, head, chunk, t0, t1,
                              SHAPE5, STATES_ORDER, STORE_STATES, STORE_DECAY, SWAP_AB, MMA_DTYPE)
         else:
             X0, Bw0, g_last0 = _chunk_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile,
                                             CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY, PRE_WEIGHTS,
-                                            WEIGH_X)
+                                            WEIGH_X, PACKED_WEIGHTS)
             X1, Bw1, g_last1 = _chunk_tiles(x, B, g, dtT, b, chunk + 1, head, group, p_tile, n_tile,
                                             CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY, PRE_WEIGHTS,
-                                            WEIGH_X)
+                                            WEIGH_X, PACKED_WEIGHTS)
             h, decay = _step(states, chunk_decay, h, decay, X0, Bw0, g_last0, b, head, chunk, t0, t1,
                              SHAPE5, STATES_ORDER, STORE_STATES, STORE_DECAY, SWAP_AB, MMA_DTYPE)
             if chunk + 1 < nchunks:
@@ -202,13 +207,14 @@ def _state_pass_kernel(
 def walk_args(x, B, g, dtT, *, seg_entry, states, chunk_decay, seg_end, seg_decay, chunk_size: int, block_p: int,
               block_n: int, seg_chunks: int, from_entry: bool, store_states: bool, store_decay: bool,
               store_end: bool, latency: int, swap_ab: bool = False, states_t: bool = False, unroll: int = 1,
-              scalar_latency: int | None = None, pre_weights: bool = False, weigh_x: bool = False) -> tuple:
+              scalar_latency: int | None = None, pre_weights: bool = False, weigh_x: bool = False,
+              packed_weights: bool = False) -> tuple:
     """``_state_pass_kernel``'s arguments, by name; a buffer a walk does not touch may be any array of its rank."""
     if unroll not in (1, 2) or seg_chunks % unroll:
         raise ValueError(f"_state_pass_kernel: unroll={unroll}; expected 1 or 2, dividing seg_chunks={seg_chunks}")
     return (x, B, g, dtT, seg_entry, states, chunk_decay, seg_end, seg_decay, chunk_size, block_p, block_n,
             seg_chunks, from_entry, store_states, store_decay, store_end, swap_ab, states_t, latency, unroll,
-            scalar_latency or 0, pre_weights, weigh_x)
+            scalar_latency or 0, pre_weights, weigh_x, packed_weights)
 
 
 def walk_grid(x: torch.Tensor, B: torch.Tensor, nseg: int, block_p: int, block_n: int) -> tuple[int, int]:
@@ -262,7 +268,8 @@ def state_pass(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torch.Ten
                          block_n=cfg.block_n, seg_chunks=WHOLE_SEQUENCE, from_entry=entry is not None,
                          store_states=True, store_decay=False, store_end=True, latency=cfg.latency,
                          swap_ab=cfg.swap_ab, states_t=cfg.states_t, unroll=cfg.unroll,
-                         scalar_latency=cfg.scalar_latency, pre_weights=cfg.pre_weights, weigh_x=cfg.weigh_x)
+                         scalar_latency=cfg.scalar_latency, pre_weights=cfg.pre_weights, weigh_x=cfg.weigh_x,
+                         packed_weights=cfg.packed_weights)
         launches.append(plan_launch(_state_pass_kernel, walk_grid(xs, Bs, 1, cfg.block_p, cfg.block_n), args,
                                     occupancy=cfg.occupancy, int64_everywhere=int64_everywhere))
         parts.append((first, states))

@@ -58,6 +58,11 @@ class Variant:
     reports/published/0.1.0+20261202T091000Z-1e17ae9-dirty; the block passed through memory did not pay either).
     ``pre_weights``: False runs the serial walk as it was before it read the cumsum's precomputed chunk-state
     weights (its own exp2, the weights on B, the tiles and hints chosen for that; None: the chooser's walk).
+    ``packed_weights``: the serial walk weighs its x (or B) rows in their own dtype, the per-token weight rounded to
+    it: for 16-bit inputs one packed multiply a pair of elements (HMUL2 on sm_90) instead of widening each to fp32,
+    multiplying and narrowing back (None: the chooser's, for now never). In the sm_90 export at 16384 tokens and
+    dstate 128 the walk's loop takes 448 instead of 767 instructions a pair of chunks; it rounds each weight once
+    more (a relative 2**-8 at most for bf16). Not yet measured on a GPU.
     """
 
     state: str = "auto"
@@ -70,6 +75,7 @@ class Variant:
     split_states: bool = True
     split_diag: bool | None = None
     pre_weights: bool | None = None
+    packed_weights: bool | None = None
 
     def unsupported_reason(self, dstate: int) -> str | None:
         """Why this variant cannot run a problem of this dstate (None: it can)."""
@@ -99,6 +105,7 @@ VARIANTS = {
     "cb-shared-8": Variant(cb_heads=8),
     "split-diag": Variant(split_diag=True),
     "walk-weighs": Variant(pre_weights=False),
+    "packed-weights": Variant(packed_weights=True),
 }
 
 
@@ -126,6 +133,7 @@ class StatePassConfig:
     scalar_latency: int | None = None  # latency hint of the per-token g and dt loads (None: the compiler's)
     pre_weights: bool = False  # read the per-token weights exp2(g_last - g) * dt from chunk_cumsum instead of dt
     weigh_x: bool = False     # weight x's rows per token instead of B's (B then feeds the matmul as loaded)
+    packed_weights: bool = False  # apply the per-token weight in x's dtype (16-bit: one packed multiply a pair)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -289,13 +297,16 @@ def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: 
 def serial_walk_config(cfg: StatePassConfig, variant: Variant, arch: str, dims: SSDDims, dtype: torch.dtype,
                        chunk_size: int) -> StatePassConfig:
     """The serial walk's configuration ``cfg`` with what ``variant`` changes in it: the walk before precomputed weights
-    (``pre_weights=False``, rebuilt by ``state_pass_config``), the matmul swapped or not, the chunk states' layout."""
+    (``pre_weights=False``, rebuilt by ``state_pass_config``), the matmul swapped or not, the chunk states' layout,
+    the weights applied in the inputs' dtype."""
     if variant.pre_weights is False and cfg.pre_weights:
         cfg = state_pass_config(arch, dims, dtype, chunk_size, pre_weights=False)
     if variant.swap_ab is not None:  # the layout follows the walk unless the variant says otherwise
         cfg = replace(cfg, swap_ab=variant.swap_ab, states_t=variant.swap_ab and cfg.states_t)
     if variant.states_t is not None:
         cfg = replace(cfg, states_t=variant.states_t)
+    if variant.packed_weights is not None:
+        cfg = replace(cfg, packed_weights=variant.packed_weights)
     return cfg
 
 
