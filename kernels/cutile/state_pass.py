@@ -69,8 +69,9 @@ def _chunk_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile, CHUNK, BLO
     dtc = ct.load(dtT, (b, head, chunk), shape=(1, 1, CHUNK), padding_mode=ct.PaddingMode.ZERO,
                   latency=scalar_latency).reshape((CHUNK,))
     weight, g_last = _weights(gc, dtc, CHUNK, PRE_WEIGHTS)
-    if PACKED_WEIGHTS:
-        # The product in x's dtype: for 16-bit inputs one packed multiply a pair of elements, no widening to fp32.
+    if PACKED_WEIGHTS and X.dtype == ct.bfloat16:
+        # The product in bf16: one packed multiply a pair of elements, no widening to fp32. bf16 only: it keeps
+        # fp32's exponent range, where fp16 would flush the weights of a fast-decaying chunk.
         weight = weight.astype(X.dtype)
     if WEIGH_X:
         # Xᵀ (w B) = (w X)ᵀ B: B feeds the matmul as loaded; unswapped, the weighted operand takes the matmul's
@@ -141,8 +142,8 @@ def _state_pass_kernel(
     swapped walk carries, so that its per-chunk store is a plain tile store (chunk_out reads either layout).
     UNROLL (1 or 2, dividing SEG_CHUNKS): chunks whose tiles are loaded together, ahead of their steps.
     PRE_WEIGHTS: ``dtT`` holds chunk_cumsum's per-token weights exp2(g_last - g) * dt instead of dt. WEIGH_X: the
-    weight goes on x's rows instead of B's. PACKED_WEIGHTS: the weighted operand is multiplied in x's dtype, the
-    weight rounded to it."""
+    weight goes on x's rows instead of B's. PACKED_WEIGHTS: for bf16 inputs the weighted operand is multiplied in bf16,
+    the weight rounded to it."""
     # bf16/fp16 operands run on the tensor cores as they are (HGMMA on sm_90); fp32 operands are cast
     # to tf32 on purpose: an fp32 ct.mma takes no tensor core path and spills.
     MMA_DTYPE = ct.static_eval(ct.tfloat32 if x.dtype == ct.float32 else x.dtype)

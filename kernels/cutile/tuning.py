@@ -58,9 +58,10 @@ class Variant:
     reports/published/0.1.0+20261202T091000Z-1e17ae9-dirty; the block passed through memory did not pay either).
     ``pre_weights``: False runs the serial walk as it was before it read the cumsum's precomputed chunk-state
     weights (its own exp2, the weights on B, the tiles and hints chosen for that; None: the chooser's walk).
-    ``packed_weights``: the serial walk weighs its x (or B) rows in their own dtype, the per-token weight rounded to
-    it: for 16-bit inputs one packed multiply a pair of elements (HMUL2 on sm_90) instead of widening each to fp32,
-    multiplying and narrowing back (None: the chooser's, for now never). In the sm_90 export at 16384 tokens and
+    ``packed_weights``: for bf16 inputs the serial walk weighs its x (or B) rows in bf16, the per-token weight rounded
+    to it: one packed multiply a pair of elements (HMUL2 on sm_90) instead of widening each to fp32, multiplying and
+    narrowing back (None: the chooser's, for now never; fp16 keeps the fp32 product, whose weights fp16's range
+    could flush). In the sm_90 export at 16384 tokens and
     dstate 128 the walk's loop takes 448 instead of 767 instructions a pair of chunks; it rounds each weight once
     more (a relative 2**-8 at most for bf16). Not yet measured on a GPU.
     """
@@ -133,7 +134,7 @@ class StatePassConfig:
     scalar_latency: int | None = None  # latency hint of the per-token g and dt loads (None: the compiler's)
     pre_weights: bool = False  # read the per-token weights exp2(g_last - g) * dt from chunk_cumsum instead of dt
     weigh_x: bool = False     # weight x's rows per token instead of B's (B then feeds the matmul as loaded)
-    packed_weights: bool = False  # apply the per-token weight in x's dtype (16-bit: one packed multiply a pair)
+    packed_weights: bool = False  # bf16 inputs: apply the per-token weight in bf16 (one packed multiply a pair)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -298,7 +299,7 @@ def serial_walk_config(cfg: StatePassConfig, variant: Variant, arch: str, dims: 
                        chunk_size: int) -> StatePassConfig:
     """The serial walk's configuration ``cfg`` with what ``variant`` changes in it: the walk before precomputed weights
     (``pre_weights=False``, rebuilt by ``state_pass_config``), the matmul swapped or not, the chunk states' layout,
-    the weights applied in the inputs' dtype."""
+    the weights applied in bf16."""
     if variant.pre_weights is False and cfg.pre_weights:
         cfg = state_pass_config(arch, dims, dtype, chunk_size, pre_weights=False)
     if variant.swap_ab is not None:  # the layout follows the walk unless the variant says otherwise

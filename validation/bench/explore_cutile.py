@@ -206,8 +206,8 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
         for unroll, latency in ((1, 4), (1, 6), (1, 8), (2, 4)):
             cand = dataclasses.replace(sp, block_n=128, unroll=unroll, latency=latency, occupancy=None)
             out.append(one(f"walk128 u{unroll} lat{latency}", "serial-state", "state_pass", cand))
-    # The walk's per-token weights applied in the inputs' dtype (packed_weights; for 16-bit inputs a packed multiply
-    # instead of widening to fp32 and narrowing back), at the chooser's pipeline depth and around it, and in the
+    # The walk's per-token weights applied in bf16 (packed_weights, bf16 inputs: a packed multiply instead of
+    # widening to fp32 and narrowing back), at the chooser's pipeline depth and around it, and in the
     # segmented pass's local walk.
     for unroll, latency in ((sp.unroll, sp.latency), (1, sp.latency), (2, 2), (2, 6)):
         cand = dataclasses.replace(sp, packed_weights=True, unroll=unroll, latency=latency)
