@@ -156,7 +156,7 @@ def test_the_walk_reads_the_weights_the_cumsum_precomputed_where_the_chooser_say
 
 @pytest.mark.parametrize("dstate", [64, 128, 512])
 def test_the_packed_weights_variant_changes_only_how_the_walk_multiplies(dstate: int) -> None:
-    # packed-weights: the walk's weighted operand multiplied in x's dtype; the default keeps the fp32 product.
+    # packed-weights: the walk's weighted operand multiplied in bf16; the default keeps the fp32 product.
     spec = SpecClass(SSDDims(4, 16384, 8, 64, 1, dstate), torch.bfloat16, 128, True, False)
     plans = {name: cutile_api.plan_forward(*meta_inputs(spec), chunk_size=128, arch="sm_90",
                                            variant=VARIANTS[name])[0] for name in ("default", "packed-weights")}

@@ -61,9 +61,9 @@ class Variant:
     ``packed_weights``: for bf16 inputs the serial walk weighs its x (or B) rows in bf16, the per-token weight rounded
     to it: one packed multiply a pair of elements (HMUL2 on sm_90) instead of widening each to fp32, multiplying and
     narrowing back (None: the chooser's, for now never; fp16 keeps the fp32 product, whose weights fp16's range
-    could flush). In the sm_90 export at 16384 tokens and
-    dstate 128 the walk's loop takes 448 instead of 767 instructions a pair of chunks; it rounds each weight once
-    more (a relative 2**-8 at most for bf16). Not yet measured on a GPU.
+    could flush). In the sm_90 export at 16384 tokens and dstate 128 the walk's loop takes 448 instead of 767
+    instructions a pair of chunks; it rounds each weight once more (a relative 2**-8 at most). Not yet measured on a
+    GPU.
     """
 
     state: str = "auto"
