@@ -344,14 +344,19 @@ def test_cb_shared_variant_plans_one_program_per_group_of_heads_and_refuses_what
 
 
 def test_launch_names_are_the_plan_of_the_variant_on_meta_tensors() -> None:
-    # What the benchmark names our per-kernel times by: the default at dstate 64 past 128 chunks (segmented), the
-    # serial variant's three kernels; real-sized inputs are planned on the meta device, nothing allocated.
-    x, dt, A, B, C, D, h0 = meta_inputs(SpecClass(SSDDims(4, 32768, 8, 64, 1, 64), torch.bfloat16, 128, True, False))
-    assert cutile_api.launch_names(x, dt, A, B, C, D, h0, chunk_size=128, arch="sm_90") == [
-        "_chunk_cumsum_kernel", "_state_pass_kernel", "_segment_scan_kernel", "_segment_apply_kernel",
-        "_chunk_out_kernel"]
-    assert cutile_api.launch_names(x, dt, A, B, C, D, h0, chunk_size=128, arch="sm_90", variant="serial-state") == [
-        "_chunk_cumsum_kernel", "_state_pass_kernel", "_chunk_out_kernel"]
+    # What the benchmark names our per-kernel times by: the default at dstate 64 past 128 chunks (serial for bf16 at
+    # the benchmark's batch 4 and 8 heads; segmented with a quarter of the walk's programs, or for fp32), the
+    # segmented variant's five kernels; real-sized inputs are planned on the meta device, nothing allocated.
+    serial = ["_chunk_cumsum_kernel", "_state_pass_kernel", "_chunk_out_kernel"]
+    segmented = ["_chunk_cumsum_kernel", "_state_pass_kernel", "_segment_scan_kernel", "_segment_apply_kernel",
+                 "_chunk_out_kernel"]
+    for batch, dtype, default in ((4, torch.bfloat16, serial), (1, torch.bfloat16, segmented),
+                                  (4, torch.float32, segmented)):
+        spec = SpecClass(SSDDims(batch, 32768, 8, 64, 1, 64), dtype, 128, True, False)
+        x, dt, A, B, C, D, h0 = meta_inputs(spec)
+        assert cutile_api.launch_names(x, dt, A, B, C, D, h0, chunk_size=128, arch="sm_90") == default
+        assert cutile_api.launch_names(x, dt, A, B, C, D, h0, chunk_size=128, arch="sm_90",
+                                       variant="segmented-state") == segmented
 
 
 @pytest.mark.parametrize("variant,transposed", [("default", False), ("states-transposed", True), ("no-swap", False)])

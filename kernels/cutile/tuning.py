@@ -62,8 +62,12 @@ class Variant:
     to it: one packed multiply a pair of elements (HMUL2 on sm_90) instead of widening each to fp32, multiplying and
     narrowing back (None: the chooser's, for now never; fp16 keeps the fp32 product, whose weights fp16's range
     could flush). In the sm_90 export at 16384 tokens and dstate 128 the walk's loop takes 448 instead of 767
-    instructions a pair of chunks; it rounds each weight once more (a relative 2**-8 at most). Not yet measured on a
-    GPU.
+    instructions a pair of chunks; it rounds each weight once more (a relative 2**-8 at most). On the H200 it did
+    not pay: the state pass took 79.5 against 78.6 us at 16384 tokens and dstate 128, 155.2 against 142.0 at 512
+    (one chunk a step: 140.5), 23.0 against 23.3 at (4096, 128), 303.4 against 298.0 at (65536, 128); one chunk a
+    step at dstate 256, 1-3% faster (99.6 against 101.8 us at 16384 tokens, 382.1 against 395.2 at 65536), within
+    what separates runs (explore_cutile, 2026-12-02, reports/published/0.1.0+20261202T144500Z-0039de8/
+    explore-packed.json). The walk's chain waits on memory and on its matmul, not on these instructions.
     """
 
     state: str = "auto"
@@ -206,17 +210,26 @@ def state_pass_kind(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: in
     2026-12-01, reports/published/0.1.0+20261201T082206Z-2fca4e2): dstate 128 to 512 serial for 16-bit inputs, the
     walk swapped from 256 on (16384 tokens: 459 against 718 us segmented at dstate 512; 1024 tokens: 41
     against 68; 65536: 1746 against 2764); dstate 128 serial (16384 tokens: 240 against 255 segmented and
-    339 chunked); dstate 64 serial up to 128 chunks, its g and dt loads hinted (``_SCALAR_LATENCY``: 16384
-    tokens, 185.7 vs 190.9 us segmented; 8192: 101.3 vs 106.9; 4096: 55.7 vs 61.6; 2048: 32.4 vs 39.0) and
-    segmented past them (65536 tokens: 700.5 vs 705.4; explore_cutile, 2026-12-02,
-    reports/published/0.1.0+20261202T011403Z-069a45f/explore-2*). fp32 inputs, whose walk is not swapped,
-    keep the segmented pass at dstate 512 (measured on bf16 before the swap: 758 vs 824 us at 16384 tokens).
+    339 chunked); dstate 64 serial, its g and dt loads hinted (``_SCALAR_LATENCY``: 16384 tokens, 185.7 vs
+    190.9 us segmented; 8192: 101.3 vs 106.9; 4096: 55.7 vs 61.6; 2048: 32.4 vs 39.0; explore_cutile,
+    2026-12-02, reports/published/0.1.0+20261202T011403Z-069a45f/explore-2*), and past 128 chunks too for 16-bit
+    inputs whose walk has as many programs as where that was measured (128, one an SM on the H200: 32768 tokens,
+    317.6 vs 335.2; 65536: 621.2 vs 647.0; 131072: 1233.7 vs 1267.6; 262144: 2430.1 vs 2506.8; explore_cutile,
+    2026-12-02, reports/published/0.1.0+20261202T144500Z-0039de8/explore-d64-serial.json). With fewer (batch 1,
+    say) and for fp32, past 128 chunks the segmented pass, whose segments give the GPU the programs the walk lacks.
+    fp32 inputs, whose walk is not swapped, keep the segmented pass at dstate 512 (measured on bf16 before the swap:
+    758 vs 824 us at 16384 tokens).
     """
     nchunks = -(-dims.seqlen // chunk_size)
     if 128 <= dims.dstate <= 256 or (dims.dstate > 256 and _swapped_walk(dtype, dims)):
         return "serial"
     if dims.dstate <= 64 and nchunks <= 128:
         return "serial"
+    if dims.dstate <= 64 and dtype in (torch.bfloat16, torch.float16):
+        walk = state_pass_config(arch, dims, dtype, chunk_size)
+        programs = dims.batch * dims.nheads * (dims.headdim // walk.block_p) * (dims.dstate // walk.block_n)
+        if programs >= TARGET_PROGRAMS.get(arch, TARGET_PROGRAMS["sm_90"])[0] // 2:
+            return "serial"
     return "segmented"
 
 
