@@ -390,6 +390,13 @@ def chunk_out_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: i
         # (explore_cutile, 2026-12-01). fp32 (tf32) keeps occupancy 1 until it is measured. On sm_100 the CPU export
         # of this configuration takes 168 registers and 183 KB of shared memory a program (sm_90: 128 and 108 KB),
         # so two programs cannot share an SM there; no Blackwell GPU has measured what to choose instead.
+        # Up to dstate 128, 32-wide dstate steps and a latency hint of 2: chunk_out 92.4 -> 89.9 us at (16384 tokens,
+        # dstate 64), 26.6 -> 25.8 at 4096, 49.7 -> 47.7 at 8192, 344.0 -> 332.5 at 65536; at dstate 128 110.0 ->
+        # 109.8 (16384), 31.7 -> 30.3 (4096), 58.4 -> 58.3 (8192), 404.4 -> 395.5 (65536); at 256 1.5-2.9% slower
+        # (explore_cutile, 2026-12-02, reports/published/0.1.0+20261202T150900Z-3165a98/explore-chunk-out-lat.json).
+        if dims.dstate <= 128:
+            return ChunkOutConfig(block_m=block_m, block_p=block_p, block_n=min(dims.dstate, 32), latency=2,
+                                  occupancy=2)
         return ChunkOutConfig(block_m=block_m, block_p=block_p, block_n=min(dims.dstate, 64), latency=4, occupancy=2)
     return ChunkOutConfig(block_m=block_m, block_p=block_p, block_n=min(dims.dstate, 64), latency=4)
 
