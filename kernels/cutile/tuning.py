@@ -227,8 +227,8 @@ def state_pass_kind(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: in
         return "serial"
     if dims.dstate <= 64 and dtype in (torch.bfloat16, torch.float16):
         walk = state_pass_config(arch, dims, dtype, chunk_size)
-        programs = dims.batch * dims.nheads * (dims.headdim // walk.block_p) * (dims.dstate // walk.block_n)
-        if programs >= TARGET_PROGRAMS.get(arch, TARGET_PROGRAMS["sm_90"])[0] // 2:
+        target = TARGET_PROGRAMS.get(arch, TARGET_PROGRAMS["sm_90"])[0]
+        if _walk_programs(dims, walk.block_p, walk.block_n) >= target // 2:
             return "serial"
     return "segmented"
 
@@ -249,6 +249,12 @@ def _swapped_walk(dtype: torch.dtype, dims: SSDDims) -> bool:
     return dtype in (torch.bfloat16, torch.float16) and dims.dstate >= 256
 
 
+def _walk_programs(dims: SSDDims, block_p: int, block_n: int) -> int:
+    """Programs of a walk over (block_p, block_n) state tiles, one per (batch, head, headdim tile, dstate tile)
+    (a segment's; the serial walk has one segment)."""
+    return dims.batch * dims.nheads * (dims.headdim // block_p) * (dims.dstate // block_n)
+
+
 def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int, *,
                       pre_weights: bool = True) -> StatePassConfig:
     """The serial walk's configuration; ``pre_weights=False``: the walk that computes its own chunk-state weights,
@@ -257,7 +263,6 @@ def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: 
     # is small; narrow the dstate tile until the GPU has enough programs.
     block_p = min(dims.headdim, 64)
     block_n = min(dims.dstate, 128 if chunk_size <= 128 else 64)
-    tiles = dims.batch * dims.nheads * (dims.headdim // block_p)
     target = TARGET_PROGRAMS.get(arch, TARGET_PROGRAMS["sm_90"])[0]
     if _swapped_walk(dtype, dims):
         # Swapped (hᵀ = (w B)ᵀ X: the operand built in registers first), the dstate tile is the matmul's M: 64 wide
@@ -292,18 +297,18 @@ def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: 
             # and 8, were slower (explore_cutile, 2026-12-02, explore-pw*.json in
             # reports/published/0.1.0+20261202T044634Z-d3a05f1-dirty). At dstate 64 it was no faster (74.0 against
             # 72.1), so dstate 64 keeps B weighted by the walk.
-            while block_n > 32 and tiles * (dims.dstate // block_n) < target // 2:
+            while block_n > 32 and _walk_programs(dims, block_p, block_n) < target // 2:
                 block_n //= 2
             return StatePassConfig(block_p=block_p, block_n=block_n, latency=4, occupancy=2, unroll=2,
                                    scalar_latency=_SCALAR_LATENCY, pre_weights=True, weigh_x=True)
-        while block_n > min(dims.dstate, 16) and tiles * (dims.dstate // block_n) < target:
+        while block_n > min(dims.dstate, 16) and _walk_programs(dims, block_p, block_n) < target:
             block_n //= 2
         latency, unroll = (6, 1) if dims.dstate <= 64 else (2, 2)
         return StatePassConfig(block_p=block_p, block_n=block_n, latency=latency, occupancy=2, unroll=unroll,
                                scalar_latency=_SCALAR_LATENCY)
     # fp32 (tf32) inputs keep the walk measured before the unroll: tiles >= 32 wide, latency hint 8 (5-8% faster
     # than 4 at (16384 tokens, dstate 128 and 512) on the H200, explore_cutile, 2026-11-30).
-    while block_n > min(dims.dstate, 32) and tiles * (dims.dstate // block_n) < target:
+    while block_n > min(dims.dstate, 32) and _walk_programs(dims, block_p, block_n) < target:
         block_n //= 2
     return StatePassConfig(block_p=block_p, block_n=block_n, latency=8)
 
@@ -341,8 +346,7 @@ def segment_state_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_siz
     # against 128-212 us for 64 x 64 and 64 x 128 tiles at occupancy 2 or none (explore_cutile, 2026-12-01).
     block_p = min(dims.headdim, 64)
     block_n = min(dims.dstate, 32)
-    tiles = dims.batch * dims.nheads * (dims.headdim // block_p) * (dims.dstate // block_n)
-    seg_chunks = _segment_chunks(arch, dims, chunk_size, tiles)
+    seg_chunks = _segment_chunks(arch, dims, chunk_size, _walk_programs(dims, block_p, block_n))
     return SegmentStateConfig(block_p=block_p, block_n=block_n, seg_chunks=seg_chunks, latency=8, occupancy=4)
 
 
