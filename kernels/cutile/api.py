@@ -5,13 +5,11 @@ from __future__ import annotations
 import cuda.tile as ct
 import torch
 
-from kernels.alloc import empty
 from kernels.cutile import tuning
 from kernels.cutile._launch import Launch
 from kernels.cutile.chunk_cumsum import chunk_cumsum
 from kernels.cutile.chunk_out import chunk_out
 from kernels.cutile.limits import LIMITS
-from kernels.cutile.overlap import overlap, supports
 from kernels.cutile.segment_out import segment_out
 from kernels.cutile.segment_state import segment_state
 from kernels.cutile.state_pass import state_dtype, state_pass
@@ -76,24 +74,10 @@ def plan_forward(x, dt, A, B, C, D, initial_state, *, chunk_size: int, arch: str
     out_cfg = cfgs.chunk_out.with_variant(variant)
     kind = variant.state if variant.state != "auto" else tuning.state_pass_kind(arch, dims, x.dtype, chunk_size)
     walk_cfg = tuning.serial_walk_config(cfgs.state_pass, variant, arch, dims, x.dtype, chunk_size)
-    nchunks = -(-dims.seqlen // chunk_size)
-    if kind == "overlapped" and not (supports(chunk_size, dims.dstate, x.dtype, out_cfg) and
-                                     dims.batch * dims.nheads * nchunks * dims.headdim * dims.dstate < 2**31):
-        kind = "serial"  # what overlap.supports refuses, or chunk states that need splitting: two launches
     # The serial walk may read the chunk-state weights precomputed by the cumsum (``pre_weights``).
-    weights = kind in ("serial", "overlapped") and walk_cfg.pre_weights
-    counters = None
-    if kind == "overlapped":
-        flag_chunks = variant.flag_chunks
-        counters = (empty((dims.batch, dims.nheads, -(-nchunks // flag_chunks)), dtype=torch.int32, device=x.device),
-                    empty((1,), dtype=torch.int32, device=x.device), flag_chunks)
+    weights = kind == "serial" and walk_cfg.pre_weights
     cumsum_launch, g, dtT, w = chunk_cumsum(dt, A, chunk_size=chunk_size, cfg=cfgs.chunk_cumsum,
-                                            int64_everywhere=wide, weights=weights, counters=counters)
-    if kind == "overlapped":
-        launch, y, final_state = overlap(x, B, C, g, dtT, w if weights else dtT, D, A, initial_state, counters,
-                                         chunk_size=chunk_size, walk_cfg=walk_cfg, out_cfg=out_cfg,
-                                         int64_everywhere=wide)
-        return [cumsum_launch, launch], y, final_state
+                                            int64_everywhere=wide, weights=weights)
     if kind == "fused":
         fused, y, final_state = segment_out(x, B, C, g, dtT, D, A, initial_state, chunk_size=chunk_size,
                                             cfg=cfgs.segment_out, walk_cfg=cfgs.segment_state,

@@ -25,23 +25,13 @@ def _chunk_cumsum_kernel(
     g: ct.Array,                 # out (batch, nheads, nchunks * CHUNK) fp32
     dtT: ct.Array,               # out (batch, nheads, nchunks * CHUNK) fp32
     w: ct.Array,                 # out (batch, nheads, nchunks * CHUNK) fp32 if WEIGHTS
-    flags: ct.Array,             # out (batch, nheads, cdiv(nchunks, FLAG_CHUNKS)) int32, zeroed if FLAG_CHUNKS
-    ticket: ct.Array,            # out (1,) int32, zeroed if FLAG_CHUNKS
     CHUNK: ct.Constant[int],
     BLOCK_H: ct.Constant[int],
     WEIGHTS: ct.Constant[bool],
-    FLAG_CHUNKS: ct.Constant[int],
 ):
     """Grid (nchunks, cdiv(nheads, BLOCK_H), batch): one chunk of BLOCK_H heads of one sequence. WEIGHTS: also the
-    per-token weight of the chunk state, w = exp2(g_last - g) * dt (g_last the chunk's last cumsum). FLAG_CHUNKS > 0:
-    also zero the overlapped pass's counters (kernels.cutile.overlap), one flag a head per FLAG_CHUNKS chunks and the
-    ticket, before the launch that counts in them."""
+    per-token weight of the chunk state, w = exp2(g_last - g) * dt (g_last the chunk's last cumsum)."""
     chunk, head_tile, b = ct.bid(0), ct.bid(1), ct.bid(2)
-    if FLAG_CHUNKS > 0:
-        if chunk % FLAG_CHUNKS == 0:
-            ct.store(flags, (b, head_tile, chunk // FLAG_CHUNKS), ct.zeros((1, BLOCK_H, 1), dtype=ct.int32))
-        if chunk + head_tile + b == 0:
-            ct.store(ticket, (0,), ct.zeros((1,), dtype=ct.int32))
     # Read dt transposed (heads x tokens); zero padding covers the ragged tail and the last head tile.
     dt_tile = ct.load(dt, (b, head_tile, chunk), shape=(1, BLOCK_H, CHUNK), order=(0, 2, 1),
                       padding_mode=ct.PaddingMode.ZERO)
@@ -54,39 +44,31 @@ def _chunk_cumsum_kernel(
         ct.store(w, (b, head_tile, chunk), chunk_state_weight(g_tile, g_last, dt_tile))
 
 
-def _chunk_cumsum_args(dt, A, g, dtT, w, flags, ticket, cfg: ChunkCumsumConfig, chunk_size: int, weights: bool,
-                       flag_chunks: int) -> tuple:
+def _chunk_cumsum_args(dt, A, g, dtT, w, cfg: ChunkCumsumConfig, chunk_size: int, weights: bool) -> tuple:
     return (
         dt,
         A,
         g,
         dtT,
         w,
-        flags,
-        ticket,
         chunk_size,
         cfg.block_h,
         weights,
-        flag_chunks,
     )
 
 
 def chunk_cumsum(dt: torch.Tensor, A: torch.Tensor, *, chunk_size: int, cfg: ChunkCumsumConfig,
-                 int64_everywhere: bool = False, weights: bool = False,
-                 counters: tuple[torch.Tensor, torch.Tensor, int] | None = None,
-                 ) -> tuple[Launch, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+                 int64_everywhere: bool = False,
+                 weights: bool = False) -> tuple[Launch, torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Plan stage 1; returns the launch and the (g, dtT, w) buffers it fills (w, the chunk-state weights, only if
-    ``weights``, else None). ``counters``: the overlapped pass's (flags, ticket, chunks a flag), zeroed here too."""
+    ``weights``, else None)."""
     batch, seqlen, nheads = dt.shape
     nchunks = -(-seqlen // chunk_size)
     g = empty((batch, nheads, nchunks * chunk_size), dtype=torch.float32, device=dt.device)
     dtT = empty(g.shape, dtype=torch.float32, device=dt.device)
     w = empty(g.shape, dtype=torch.float32, device=dt.device) if weights else None
     grid = (nchunks, -(-nheads // cfg.block_h), batch)
-    # Without ``weights`` the kernel never writes ``w``, nor the counters without ``counters``: any array of the
-    # same rank stands in.
-    flags, ticket, flag_chunks = counters if counters is not None else (g, A, 0)
-    args = _chunk_cumsum_args(dt, A, g, dtT, w if weights else dtT, flags, ticket, cfg, chunk_size, weights,
-                              flag_chunks)
+    # Without ``weights`` the kernel never writes ``w``: any array of its shape stands in.
+    args = _chunk_cumsum_args(dt, A, g, dtT, w if weights else dtT, cfg, chunk_size, weights)
     launch = plan_launch(_chunk_cumsum_kernel, grid, args, occupancy=cfg.occupancy, int64_everywhere=int64_everywhere)
     return launch, g, dtT, w

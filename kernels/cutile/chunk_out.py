@@ -31,15 +31,11 @@ def _cb_block(B, C, b, block, group, ntiles, BLOCK_M, BLOCK_N, LATENCY, MMA_DTYP
     return cb
 
 
-def _state_t(states, b, head, chunk, p_tile, n, BLOCK_P, BLOCK_N, STATES_T, TMA=True):
-    """hᵀ's (BLOCK_N, BLOCK_P) tile of one head's chunk entry state, from either layout of the states. TMA False: loaded
-    by the program's own threads, after whatever acquire precedes it (kernels.cutile.overlap)."""
-    allow_tma = ct.static_eval(None if TMA else False)
+def _state_t(states, b, head, chunk, p_tile, n, BLOCK_P, BLOCK_N, STATES_T):
+    """hᵀ's (BLOCK_N, BLOCK_P) tile of one head's chunk entry state, from either layout of the states."""
     if STATES_T:
-        return ct.load(states, (b, head, chunk, n, p_tile), shape=(1, 1, 1, BLOCK_N, BLOCK_P),
-                       allow_tma=allow_tma).reshape((BLOCK_N, BLOCK_P))
-    h = ct.load(states, (b, head, chunk, p_tile, n), shape=(1, 1, 1, BLOCK_P, BLOCK_N),
-                allow_tma=allow_tma).reshape((BLOCK_P, BLOCK_N))
+        return ct.load(states, (b, head, chunk, n, p_tile), shape=(1, 1, 1, BLOCK_N, BLOCK_P)).reshape((BLOCK_N, BLOCK_P))
+    h = ct.load(states, (b, head, chunk, p_tile, n), shape=(1, 1, 1, BLOCK_P, BLOCK_N)).reshape((BLOCK_P, BLOCK_N))
     return h.transpose()
 
 

@@ -21,7 +21,7 @@ from kernels.cutile.api import plan_forward
 from kernels.cutile.tuning import VARIANTS, Variant
 from reference.checks import SSDDims, dtype_name
 
-_CT_DTYPES = {torch.bfloat16: ct.bfloat16, torch.float16: ct.float16, torch.float32: ct.float32, torch.int32: ct.int32}
+_CT_DTYPES = {torch.bfloat16: ct.bfloat16, torch.float16: ct.float16, torch.float32: ct.float32}
 # Meta tensors start at address 0; real allocations are at least 256-byte aligned.
 _BASE_ALIGN = 16
 _DIVISOR_BYTES = 16
@@ -83,11 +83,10 @@ CLASSES_BY_ARCH = {
 # The opt-in variants whose kernels the default never launches (kernels.cutile.tuning.VARIANTS), exported for sm_90
 # at the headline class so that the compile check builds them too: the fused pass's kernels and chunk_out with its
 # diagonal block in halves, the serial walk that computes its own chunk-state weights, and the walk that applies
-# its weights in bf16 (also swapped, at dstate 512), and the overlapped pass.
+# its weights in bf16 (also swapped, at dstate 512).
 VARIANT_CLASSES = {"sm_90": ((SPEC_CLASSES[1], "fused-out"), (SPEC_CLASSES[1], "split-diag"),
                              (SPEC_CLASSES[1], "walk-weighs"), (SPEC_CLASSES[1], "packed-weights"),
-                             (SPEC_CLASSES[2], "packed-weights"),
-                             (SPEC_CLASSES[1], "overlapped"))}
+                             (SPEC_CLASSES[2], "packed-weights"))}
 
 
 def meta_inputs(spec: SpecClass) -> tuple:

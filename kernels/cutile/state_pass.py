@@ -83,113 +83,27 @@ def _chunk_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile, CHUNK, BLO
 
 
 def _store_entry(states, chunk_decay, h, decay, b, head, chunk, t0, t1, SHAPE5, STATES_ORDER, STORE_STATES,
-                 STORE_DECAY, STATES_TMA):
-    """What the walk records at a chunk's entry: its state and, for a segment's local walk, its decay so far.
-    STATES_TMA False: the state is stored by the program's own threads, not handed to the tensor memory accelerator,
-    so that a later release (``_release``) orders it."""
+                 STORE_DECAY):
+    """What the walk records at a chunk's entry: its state and, for a segment's local walk, its decay so far."""
     if STORE_STATES:
-        ct.store(states, (b, head, chunk, t0, t1), h.reshape(SHAPE5).astype(states.dtype), order=STATES_ORDER,
-                 allow_tma=ct.static_eval(None if STATES_TMA else False))
+        ct.store(states, (b, head, chunk, t0, t1), h.reshape(SHAPE5).astype(states.dtype), order=STATES_ORDER)
     if STORE_DECAY:
         # Every state tile of the head stores the same d_c: identical values, so the duplicates are benign.
         ct.store(chunk_decay, (b, head, chunk), decay.reshape((1, 1, 1)))
 
 
 def _step(states, chunk_decay, h, decay, X, Bw, g_last, b, head, chunk, t0, t1, SHAPE5, STATES_ORDER,
-          STORE_STATES, STORE_DECAY, SWAP_AB, MMA_DTYPE, STATES_TMA):
+          STORE_STATES, STORE_DECAY, SWAP_AB, MMA_DTYPE):
     """Record the chunk's entry, then carry h and the decay through the chunk: h_next = exp2(g_last) h + Xᵀ Bw
     (its transpose with SWAP_AB)."""
     _store_entry(states, chunk_decay, h, decay, b, head, chunk, t0, t1, SHAPE5, STATES_ORDER, STORE_STATES,
-                 STORE_DECAY, STATES_TMA)
+                 STORE_DECAY)
     if SWAP_AB:
         h = ct.mma(Bw.transpose(), X, h * exp2(g_last).reshape((1, 1)))
     else:
         h = ct.mma(X.transpose(), Bw, h * exp2(g_last).reshape((1, 1)))
     # A sum of non-positive numbers: stays <= 0 under rounding.
     return h, decay + g_last
-
-
-def _release(flags, b, head, stored, nchunks, RELEASE_EVERY):
-    """After the walk stored the entry states of its first ``stored`` chunks: at the end of a group of RELEASE_EVERY
-    chunks (or of the sequence), count this state tile in the group's flag, a release that makes the group's stored
-    states visible to whoever acquires the count (kernels.cutile.overlap)."""
-    if stored % RELEASE_EVERY == 0 or stored >= nchunks:
-        ct.atomic_add(flags, (b, head, (ct.minimum(stored, nchunks) - 1) // RELEASE_EVERY), 1,
-                      memory_order=ct.MemoryOrder.RELEASE, memory_scope=ct.MemoryScope.DEVICE)
-
-
-def walk(x, B, g, dtT, seg_entry, states, chunk_decay, seg_end, seg_decay, flags, pid, b, CHUNK, BLOCK_P, BLOCK_N,
-         SEG_CHUNKS, FROM_ENTRY, STORE_STATES, STORE_DECAY, STORE_END, SWAP_AB, STATES_T, LATENCY, UNROLL,
-         SCALAR_LATENCY, PRE_WEIGHTS, WEIGH_X, PACKED_WEIGHTS, RELEASE_EVERY):
-    """One program of the walk, ``pid`` its (segment, head, headdim tile, dstate tile) and ``b`` its sequence, or, in
-    the walk's own launch (RELEASE_EVERY 0), ``ct.bid(0)`` and ``ct.bid(1)`` (``_state_pass_kernel`` documents the
-    rest). RELEASE_EVERY > 0: every RELEASE_EVERY chunks (UNROLL divides it)
-    the walk counts itself in ``flags`` (batch, nheads, groups of RELEASE_EVERY chunks) int32, ``_release``."""
-    # bf16/fp16 operands run on the tensor cores as they are (HGMMA on sm_90); fp32 operands are cast
-    # to tf32 on purpose: an fp32 ct.mma takes no tensor core path and spills.
-    MMA_DTYPE = ct.static_eval(ct.tfloat32 if x.dtype == ct.float32 else x.dtype)
-    STATES_TMA = ct.static_eval(RELEASE_EVERY == 0)
-    # Sizes fit int32 even when offsets need int64; int32 keeps loop bounds and bids of one type.
-    nheads, ngroups = ct.astype(x.shape[2], ct.int32), ct.astype(B.shape[2], ct.int32)
-    ptiles = ct.astype(x.shape[3], ct.int32) // BLOCK_P
-    ntiles = ct.astype(B.shape[3], ct.int32) // BLOCK_N
-    nchunks = ct.astype(g.shape[2], ct.int32) // CHUNK
-    if RELEASE_EVERY == 0:  # the walk's own launch: its program from the grid (pid and b are placeholders)
-        b = ct.bid(1)
-        pid = ct.bid(0)
-    n_tile, p_tile, head, seg = state_tile(pid, ntiles, ptiles, nheads)
-    group = head // (nheads // ngroups)
-    first = seg * SEG_CHUNKS
-
-    # The carried tile: (BLOCK_P, BLOCK_N), or its transpose with SWAP_AB. The fp32 segment states (and the
-    # user's initial and final states) are (headdim, dstate): read and written through the permuted axis order
-    # when the tile is swapped. The chunk states are too unless STATES_T.
-    SHAPE = ct.static_eval((BLOCK_N, BLOCK_P) if SWAP_AB else (BLOCK_P, BLOCK_N))
-    SHAPE5 = ct.static_eval((1, 1, 1, BLOCK_N, BLOCK_P) if SWAP_AB else (1, 1, 1, BLOCK_P, BLOCK_N))
-    ORDER = ct.static_eval((0, 1, 2, 4, 3) if SWAP_AB else (0, 1, 2, 3, 4))
-    STATES_ORDER = ct.static_eval((0, 1, 2, 4, 3) if SWAP_AB != STATES_T else (0, 1, 2, 3, 4))
-    if SWAP_AB:
-        t0, t1 = n_tile, p_tile
-    else:
-        t0, t1 = p_tile, n_tile
-    if FROM_ENTRY:
-        h = ct.load(seg_entry, (b, head, seg, t0, t1), shape=SHAPE5, order=ORDER).reshape(SHAPE)
-    else:
-        h = ct.zeros(SHAPE, dtype=ct.float32)
-    decay = ct.zeros((1,), dtype=ct.float32)
-    # UNROLL chunks per iteration: their tiles are all loaded before the first of their steps, so that the chain
-    # of dependent steps waits on memory once per UNROLL chunks. UNROLL divides SEG_CHUNKS, so the chunks an
-    # iteration reads past its segment's end lie past the sequence's end: they load as zeros (dt = 0 and g = 0,
-    # which leave h and the decay as they are) and are not stored.
-    for step in range((min(SEG_CHUNKS, nchunks - first) + UNROLL - 1) // UNROLL):
-        chunk = first + step * UNROLL
-        if UNROLL == 1:
-            X, Bw, g_last = _chunk_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile,
-                                         CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY, PRE_WEIGHTS,
-                                         WEIGH_X, PACKED_WEIGHTS)
-            h, decay = _step(states, chunk_decay, h, decay, X, Bw, g_last, b, head, chunk, t0, t1,
-                             SHAPE5, STATES_ORDER, STORE_STATES, STORE_DECAY, SWAP_AB, MMA_DTYPE, STATES_TMA)
-        else:
-            X0, Bw0, g_last0 = _chunk_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile,
-                                            CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY, PRE_WEIGHTS,
-                                            WEIGH_X, PACKED_WEIGHTS)
-            X1, Bw1, g_last1 = _chunk_tiles(x, B, g, dtT, b, chunk + 1, head, group, p_tile, n_tile,
-                                            CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY, PRE_WEIGHTS,
-                                            WEIGH_X, PACKED_WEIGHTS)
-            h, decay = _step(states, chunk_decay, h, decay, X0, Bw0, g_last0, b, head, chunk, t0, t1,
-                             SHAPE5, STATES_ORDER, STORE_STATES, STORE_DECAY, SWAP_AB, MMA_DTYPE, STATES_TMA)
-            if chunk + 1 < nchunks:
-                _store_entry(states, chunk_decay, h, decay, b, head, chunk + 1, t0, t1, SHAPE5, STATES_ORDER,
-                             STORE_STATES, STORE_DECAY, STATES_TMA)
-            h, decay = _step(states, chunk_decay, h, decay, X1, Bw1, g_last1, b, head, chunk + 1, t0, t1,
-                             SHAPE5, STATES_ORDER, False, False, SWAP_AB, MMA_DTYPE, STATES_TMA)
-        if RELEASE_EVERY > 0:
-            _release(flags, b, head, chunk + UNROLL, nchunks, RELEASE_EVERY)
-
-    if STORE_END:
-        ct.store(seg_end, (b, head, seg, t0, t1), h.reshape(SHAPE5), order=ORDER)
-        ct.store(seg_decay, (b, head, seg), decay.reshape((1, 1, 1)))
-
 
 
 def _state_pass_kernel(
@@ -230,9 +144,65 @@ def _state_pass_kernel(
     PRE_WEIGHTS: ``dtT`` holds chunk_cumsum's per-token weights exp2(g_last - g) * dt instead of dt. WEIGH_X: the
     weight goes on x's rows instead of B's. PACKED_WEIGHTS: for bf16 inputs the weighted operand is multiplied in bf16,
     the weight rounded to it."""
-    walk(x, B, g, dtT, seg_entry, states, chunk_decay, seg_end, seg_decay, seg_decay, 0, 0, CHUNK,
-         BLOCK_P, BLOCK_N, SEG_CHUNKS, FROM_ENTRY, STORE_STATES, STORE_DECAY, STORE_END, SWAP_AB, STATES_T, LATENCY,
-         UNROLL, SCALAR_LATENCY, PRE_WEIGHTS, WEIGH_X, PACKED_WEIGHTS, 0)
+    # bf16/fp16 operands run on the tensor cores as they are (HGMMA on sm_90); fp32 operands are cast
+    # to tf32 on purpose: an fp32 ct.mma takes no tensor core path and spills.
+    MMA_DTYPE = ct.static_eval(ct.tfloat32 if x.dtype == ct.float32 else x.dtype)
+    # Sizes fit int32 even when offsets need int64; int32 keeps loop bounds and bids of one type.
+    nheads, ngroups = ct.astype(x.shape[2], ct.int32), ct.astype(B.shape[2], ct.int32)
+    ptiles = ct.astype(x.shape[3], ct.int32) // BLOCK_P
+    ntiles = ct.astype(B.shape[3], ct.int32) // BLOCK_N
+    nchunks = ct.astype(g.shape[2], ct.int32) // CHUNK
+    b = ct.bid(1)
+    n_tile, p_tile, head, seg = state_tile(ct.bid(0), ntiles, ptiles, nheads)
+    group = head // (nheads // ngroups)
+    first = seg * SEG_CHUNKS
+
+    # The carried tile: (BLOCK_P, BLOCK_N), or its transpose with SWAP_AB. The fp32 segment states (and the
+    # user's initial and final states) are (headdim, dstate): read and written through the permuted axis order
+    # when the tile is swapped. The chunk states are too unless STATES_T.
+    SHAPE = ct.static_eval((BLOCK_N, BLOCK_P) if SWAP_AB else (BLOCK_P, BLOCK_N))
+    SHAPE5 = ct.static_eval((1, 1, 1, BLOCK_N, BLOCK_P) if SWAP_AB else (1, 1, 1, BLOCK_P, BLOCK_N))
+    ORDER = ct.static_eval((0, 1, 2, 4, 3) if SWAP_AB else (0, 1, 2, 3, 4))
+    STATES_ORDER = ct.static_eval((0, 1, 2, 4, 3) if SWAP_AB != STATES_T else (0, 1, 2, 3, 4))
+    if SWAP_AB:
+        t0, t1 = n_tile, p_tile
+    else:
+        t0, t1 = p_tile, n_tile
+    if FROM_ENTRY:
+        h = ct.load(seg_entry, (b, head, seg, t0, t1), shape=SHAPE5, order=ORDER).reshape(SHAPE)
+    else:
+        h = ct.zeros(SHAPE, dtype=ct.float32)
+    decay = ct.zeros((1,), dtype=ct.float32)
+    # UNROLL chunks per iteration: their tiles are all loaded before the first of their steps, so that the chain
+    # of dependent steps waits on memory once per UNROLL chunks. UNROLL divides SEG_CHUNKS, so the chunks an
+    # iteration reads past its segment's end lie past the sequence's end: they load as zeros (dt = 0 and g = 0,
+    # which leave h and the decay as they are) and are not stored.
+    for step in range((min(SEG_CHUNKS, nchunks - first) + UNROLL - 1) // UNROLL):
+        chunk = first + step * UNROLL
+        if UNROLL == 1:
+            X, Bw, g_last = _chunk_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile,
+                                         CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY, PRE_WEIGHTS,
+                                         WEIGH_X, PACKED_WEIGHTS)
+            h, decay = _step(states, chunk_decay, h, decay, X, Bw, g_last, b, head, chunk, t0, t1,
+                             SHAPE5, STATES_ORDER, STORE_STATES, STORE_DECAY, SWAP_AB, MMA_DTYPE)
+        else:
+            X0, Bw0, g_last0 = _chunk_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile,
+                                            CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY, PRE_WEIGHTS,
+                                            WEIGH_X, PACKED_WEIGHTS)
+            X1, Bw1, g_last1 = _chunk_tiles(x, B, g, dtT, b, chunk + 1, head, group, p_tile, n_tile,
+                                            CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY, PRE_WEIGHTS,
+                                            WEIGH_X, PACKED_WEIGHTS)
+            h, decay = _step(states, chunk_decay, h, decay, X0, Bw0, g_last0, b, head, chunk, t0, t1,
+                             SHAPE5, STATES_ORDER, STORE_STATES, STORE_DECAY, SWAP_AB, MMA_DTYPE)
+            if chunk + 1 < nchunks:
+                _store_entry(states, chunk_decay, h, decay, b, head, chunk + 1, t0, t1, SHAPE5, STATES_ORDER,
+                             STORE_STATES, STORE_DECAY)
+            h, decay = _step(states, chunk_decay, h, decay, X1, Bw1, g_last1, b, head, chunk + 1, t0, t1,
+                             SHAPE5, STATES_ORDER, False, False, SWAP_AB, MMA_DTYPE)
+
+    if STORE_END:
+        ct.store(seg_end, (b, head, seg, t0, t1), h.reshape(SHAPE5), order=ORDER)
+        ct.store(seg_decay, (b, head, seg), decay.reshape((1, 1, 1)))
 
 
 def walk_args(x, B, g, dtT, *, seg_entry, states, chunk_decay, seg_end, seg_decay, chunk_size: int, block_p: int,

@@ -34,16 +34,7 @@ class Variant:
     every chunk of a sequence, as the post's fwd_pass_state), "fused" (the segmented pass's local walks and
     scan, then kernels.cutile.segment_out: the output computed while each segment's state is carried on chip,
     no chunk state in memory; dstate <= 128; on the H200 slower than the default at every shape tried, 298 against
-    234 us at 16384 tokens and dstate 128), "overlapped" (the serial walk and chunk_out in one launch,
-    kernels.cutile.overlap: output blocks wait on the walk's per-chunk counts instead of on its end; 16-bit inputs,
-    dstate <= 128 and chunks of at most 128 rows, else the serial pass) or "auto" (the one ``state_pass_kind`` picks
-    for the shape). The overlapped pass kept the serial one's errors (within 1.5x, most to the last digits, over 40
-    bf16 and fp16 matrix cases on the H200), but is slower everywhere it ran: 71.2 against 49.4 us at (4096 tokens, dstate 64), 94.5 against
-    58.1 at (4096, 128), 256.7 against 164.8 at (16384, 64), 349.8 against 193.9 at (16384, 128), with counts every
-    2 chunks; every 4 or 8, slower still (explore_cutile, 2026-12-02,
-    reports/published/0.1.0+20261202T181500Z-1148821-dirty). Its kernel takes longer than the two kernels it replaces
-    together; where the time goes is not yet measured.
-    ``flag_chunks``: the overlapped pass's chunks per count (a multiple of the walk's chunks a step).
+    234 us at 16384 tokens and dstate 128) or "auto" (the one ``state_pass_kind`` picks for the shape).
     ``int64``: "per-array" (int64 indexing only on the arrays whose span passes 2**31) or "all" (every
     array of a kernel as soon as one needs it, as before).
     ``c_once``: chunk_out builds the diagonal C·Bᵀ block in its C·hᵀ loop, loading C once (False: two
@@ -90,7 +81,6 @@ class Variant:
     split_diag: bool | None = None
     pre_weights: bool | None = None
     packed_weights: bool | None = None
-    flag_chunks: int = 2
 
     def unsupported_reason(self, dstate: int) -> str | None:
         """Why this variant cannot run a problem of this dstate (None: it can)."""
@@ -121,7 +111,6 @@ VARIANTS = {
     "split-diag": Variant(split_diag=True),
     "walk-weighs": Variant(pre_weights=False),
     "packed-weights": Variant(packed_weights=True),
-    "overlapped": Variant(state="overlapped"),
 }
 
 

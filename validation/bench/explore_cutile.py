@@ -48,7 +48,7 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
     out = [one("default", "default"), one("serial-state", "serial-state"), one("segmented-state", "segmented-state"),
            one("chunked-state", "chunked-state"), one("cb-inline", "cb-inline"), one("cb-buffer", "cb-buffer"),
            one("no-swap", "no-swap"), one("states-transposed", "states-transposed"),
-           one("states-int64", "states-int64"), one("overlapped", "overlapped")]
+           one("states-int64", "states-int64")]
     seg, chk, scan, co = base.segment_state, base.chunk_state, base.segment_scan, base.chunk_out
     for k, block_n, occupancy in ((8, 32, 4), (16, 32, 4), (32, 32, 4), (16, 64, 2), (8, 64, 2), (16, 128, None)):
         cand = dataclasses.replace(seg, seg_chunks=k, block_n=min(block_n, spec.dstate), occupancy=occupancy)
