@@ -33,7 +33,7 @@ from validation.provenance import environment
 from validation.results import write_json_atomic
 
 # The stages explored, each recorded in a row under its chooser's name.
-_STAGES = ("state_pass", "chunk_out", "segment_state", "chunk_state", "segment_scan", "segment_apply",
+_STAGES = ("chunk_cumsum", "state_pass", "chunk_out", "segment_state", "chunk_state", "segment_scan", "segment_apply",
            "segment_out")
 
 
@@ -214,6 +214,13 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
         out.append(one(f"packed u{unroll} lat{latency}", "serial-state", "state_pass", cand))
     out.append(one("packed segmented", "segmented-state", "segment_state",
                    dataclasses.replace(seg, packed_weights=True)))
+    # The cumsum's heads a program and occupancy: a launch of a few microseconds at every length, 6% of the forward
+    # at 4096 tokens.
+    cs = base.chunk_cumsum
+    for block_h, occupancy in ((1, None), (2, None), (4, None), (cs.block_h, 2), (cs.block_h, 4), (2, 4), (4, 4)):
+        cand = dataclasses.replace(cs, block_h=min(block_h, cs.block_h), occupancy=occupancy)
+        if cand != cs:
+            out.append(one(f"cumsum h{cand.block_h} occ{occupancy}", "default", "chunk_cumsum", cand))
     unique = {name: (name, variant, cfgs) for name, variant, cfgs in out}
     return [c for c in unique.values() if only is None or c[0].startswith(tuple(only)) or c[0] == "default"]
 
