@@ -17,6 +17,7 @@ from kernels.cutile.export import SpecClass, meta_inputs
 from kernels.cutile.tuning import VARIANTS
 from reference.checks import SSDDims
 from reference.problem import ProblemSpec
+from validation import matrix
 from validation.registry import IMPLS
 
 pytestmark = pytest.mark.compile
@@ -410,3 +411,16 @@ def test_every_exp2_of_the_kernels_goes_through_the_one_helper() -> None:
                              and any(kw.arg == "flush_to_zero" for kw in node.keywords))):
                 bare.append(f"{path.name}:{node.lineno}")
     assert not bare, f"ct.exp2 called outside kernels.cutile._launch.exp2 at {bare}"
+
+
+@pytest.mark.parametrize("tag,change", matrix.SERIAL_LONG_CASES, ids=[tag for tag, _ in matrix.SERIAL_LONG_CASES])
+def test_the_stability_suites_serial_long_cases_plan_the_serial_walk(tag: str, change: dict) -> None:
+    """The stability cases meant to carry the serial walk past 128 chunks plan it on the H200 (sm_90): if the chooser
+    moves them to another state pass, they no longer test what their name says."""
+    spec = dict(matrix.stability_cases())[tag]
+    dims = SSDDims(spec.batch, spec.seqlen, spec.nheads, spec.headdim, spec.ngroups, spec.dstate)
+    meta = meta_inputs(SpecClass(dims, torch.bfloat16, spec.chunk_size, spec.with_D, spec.with_initial_state))
+    assert spec.dtype == "bf16"
+    names = cutile_api.launch_names(*meta, chunk_size=spec.chunk_size, arch="sm_90")
+    assert names == ["_chunk_cumsum_kernel", "_state_pass_kernel", "_chunk_out_kernel"], names
+    assert -(-spec.seqlen // spec.chunk_size) > 128

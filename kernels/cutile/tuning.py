@@ -199,8 +199,12 @@ class ChunkOutConfig:
 
 
 def chunk_cumsum_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> ChunkCumsumConfig:
-    # Tiny and memory-bound: a 16 x chunk_size tile reads dt rows of 16 heads.
-    return ChunkCumsumConfig(block_h=min(_next_pow2(dims.nheads), 16))
+    # Tiny and latency-bound: a few microseconds at any length. Four heads a program (twice the programs of eight):
+    # on the H200 the cumsum took 2.61 against 2.90 us at (4096 tokens, dstate 64), 2.75 against 3.14 at (4096, 128),
+    # 3.26 against 3.42 at (8192, 128) and 4.19 against 4.56 at (16384, 128), faster at all nine points of
+    # 4096-16384 tokens x dstate 64-512 (explore_cutile, 2026-12-03,
+    # reports/published/0.1.0+20261203T004652Z-9ed1fbf/explore-cumsum.json); one or two heads were no faster.
+    return ChunkCumsumConfig(block_h=min(_next_pow2(dims.nheads), 4))
 
 
 def state_pass_kind(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> str:
