@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from kernels.cutile import api as cutile_api
-from kernels.cutile import tuning
+from kernels.cutile import state_pass, tuning
 from kernels.cutile.export import SpecClass, meta_inputs
 from kernels.cutile.tuning import VARIANTS
 from reference.checks import SSDDims
@@ -424,3 +424,32 @@ def test_the_stability_suites_serial_long_cases_plan_the_serial_walk(tag: str, c
     names = cutile_api.launch_names(*meta, chunk_size=spec.chunk_size, arch="sm_90")
     assert names == ["_chunk_cumsum_kernel", "_state_pass_kernel", "_chunk_out_kernel"], names
     assert -(-spec.seqlen // spec.chunk_size) > 128
+
+
+@pytest.mark.parametrize("nchunks,segments,unroll,expected", [
+    (128, 1, 2, (state_pass.WHOLE_SEQUENCE, 1)),   # one segment: the serial walk as it was
+    (3, 2, 2, (state_pass.WHOLE_SEQUENCE, 1)),     # too short to split into segments of two chunks
+    (4, 2, 2, (2, 2)),
+    (32, 2, 2, (16, 2)),
+    (33, 2, 2, (32, 2)),                           # powers of two: 32 + 1
+    (100, 2, 2, (64, 2)),
+    (128, 4, 2, (32, 4)),
+    (3, 2, 1, (2, 2)),
+])
+def test_prefix_segments_are_powers_of_two_of_at_least_the_unroll(nchunks, segments, unroll, expected) -> None:
+    assert state_pass.prefix_segments(nchunks, segments, unroll) == expected
+
+
+def test_a_walk_in_segments_plans_one_walk_with_a_program_per_segment_and_tile() -> None:
+    spec = SpecClass(SSDDims(4, 16384, 8, 64, 1, 128), torch.bfloat16, 128, True, True)
+    chosen = tuning.choose("sm_90", spec.dims, spec.dtype, 128)
+    split = dataclasses.replace(chosen, state_pass=dataclasses.replace(chosen.state_pass, segments=2))
+    one, _, _ = cutile_api.plan_forward(*meta_inputs(spec), chunk_size=128, arch="sm_90", configs=chosen)
+    two, _, _ = cutile_api.plan_forward(*meta_inputs(spec), chunk_size=128, arch="sm_90", configs=split)
+    walk_one, walk_two = (next(la for la in plan if la.kernel._pyfunc.__name__ == "_state_pass_kernel")
+                          for plan in (one, two))
+    names = list(inspect.signature(walk_two.kernel._pyfunc).parameters)
+    assert [la.kernel._pyfunc.__name__ for la in two] == [la.kernel._pyfunc.__name__ for la in one]
+    assert walk_two.grid == (2 * walk_one.grid[0], walk_one.grid[1])
+    assert walk_two.args[names.index("PREFIX")] and not walk_one.args[names.index("PREFIX")]
+    assert walk_two.args[names.index("SEG_CHUNKS")] == 64  # 128 chunks in two segments

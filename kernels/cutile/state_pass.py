@@ -82,6 +82,46 @@ def _chunk_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile, CHUNK, BLO
     return Xm, Bm, g_last
 
 
+def _prefix_state(x, B, g, dtT, seg_entry, b, head, group, p_tile, n_tile, t0, t1, first, SHAPE, SHAPE5, ORDER, CHUNK,
+                  BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY, PRE_WEIGHTS, WEIGH_X, PACKED_WEIGHTS, SWAP_AB,
+                  FROM_ENTRY):
+    """The state tile at the entry of chunk ``first``, from the entry state (or zero) and the chunks before it, as one
+    sum instead of a walk: h = exp2(D_0) h_entry + sum_c exp2(D_c) X_cᵀ (w_c B_c), D_c the log2 decay from the end of
+    chunk c to ``first``. The chunks are taken last to first, so that D_c grows as a running sum of the chunks' own
+    totals (never a difference of two large cumsums), and it enters the per-token weights before they are rounded to
+    the matmul's dtype. Nothing but the running sum passes from one chunk to the next: the matmuls accumulate without
+    waiting on each other, as a walk's steps must."""
+    acc = ct.zeros(SHAPE, dtype=ct.float32)
+    decay = ct.zeros((1,), dtype=ct.float32)  # D_c, <= 0
+    for i in range(first):
+        chunk = first - 1 - i
+        # Whole chunks (only the sequence's last may be ragged); padded like the walk's loads all the same.
+        X = ct.load(x, (b, chunk, head, p_tile), shape=(1, CHUNK, 1, BLOCK_P), padding_mode=ct.PaddingMode.ZERO,
+                    latency=LATENCY).reshape((CHUNK, BLOCK_P))
+        Bc = ct.load(B, (b, chunk, group, n_tile), shape=(1, CHUNK, 1, BLOCK_N), padding_mode=ct.PaddingMode.ZERO,
+                     latency=LATENCY).reshape((CHUNK, BLOCK_N))
+        scalar_latency = ct.static_eval(SCALAR_LATENCY if SCALAR_LATENCY > 0 else None)
+        gc = ct.load(g, (b, head, chunk), shape=(1, 1, CHUNK), latency=scalar_latency).reshape((CHUNK,))
+        dtc = ct.load(dtT, (b, head, chunk), shape=(1, 1, CHUNK), latency=scalar_latency).reshape((CHUNK,))
+        weight, g_last = _weights(gc, dtc, CHUNK, PRE_WEIGHTS)
+        weight = weight * exp2(decay)
+        if PACKED_WEIGHTS and X.dtype == ct.bfloat16:
+            weight = weight.astype(X.dtype)
+        if WEIGH_X:
+            Xm, Bm = (X * weight.reshape((CHUNK, 1))).astype(MMA_DTYPE), Bc.astype(MMA_DTYPE)
+        else:
+            Xm, Bm = X.astype(MMA_DTYPE), (Bc * weight.reshape((CHUNK, 1))).astype(MMA_DTYPE)
+        if SWAP_AB:
+            acc = ct.mma(Bm.transpose(), Xm, acc)
+        else:
+            acc = ct.mma(Xm.transpose(), Bm, acc)
+        decay = decay + g_last  # a sum of non-positive numbers: stays <= 0 under rounding
+    if FROM_ENTRY:
+        entry = ct.load(seg_entry, (b, head, 0, t0, t1), shape=SHAPE5, order=ORDER).reshape(SHAPE)
+        acc = acc + entry * exp2(decay).reshape((1, 1))
+    return acc
+
+
 def _store_entry(states, chunk_decay, h, decay, b, head, chunk, t0, t1, SHAPE5, STATES_ORDER, STORE_STATES,
                  STORE_DECAY):
     """What the walk records at a chunk's entry: its state and, for a segment's local walk, its decay so far."""
@@ -132,6 +172,7 @@ def _state_pass_kernel(
     PRE_WEIGHTS: ct.Constant[bool],
     WEIGH_X: ct.Constant[bool],
     PACKED_WEIGHTS: ct.Constant[bool],
+    PREFIX: ct.Constant[bool],
 ):
     """Grid (nseg * nheads * headdim/BLOCK_P * dstate/BLOCK_N, batch): one (BLOCK_P, BLOCK_N) tile of one
     head's state, carried in fp32 registers through the chunks of one segment, from the segment's entry
@@ -168,7 +209,13 @@ def _state_pass_kernel(
         t0, t1 = n_tile, p_tile
     else:
         t0, t1 = p_tile, n_tile
-    if FROM_ENTRY:
+    if PREFIX:
+        # Every segment starts where the sequence (or part) does: from ``seg_entry``'s one entry state, brought
+        # through the chunks before the segment by ``_prefix_state``.
+        h = _prefix_state(x, B, g, dtT, seg_entry, b, head, group, p_tile, n_tile, t0, t1, first, SHAPE, SHAPE5, ORDER,
+                          CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY, PRE_WEIGHTS, WEIGH_X,
+                          PACKED_WEIGHTS, SWAP_AB, FROM_ENTRY)
+    elif FROM_ENTRY:
         h = ct.load(seg_entry, (b, head, seg, t0, t1), shape=SHAPE5, order=ORDER).reshape(SHAPE)
     else:
         h = ct.zeros(SHAPE, dtype=ct.float32)
@@ -200,7 +247,12 @@ def _state_pass_kernel(
             h, decay = _step(states, chunk_decay, h, decay, X1, Bw1, g_last1, b, head, chunk + 1, t0, t1,
                              SHAPE5, STATES_ORDER, False, False, SWAP_AB, MMA_DTYPE)
 
-    if STORE_END:
+    if PREFIX:
+        # One end state: the last segment's.
+        if STORE_END:
+            if seg == (nchunks + SEG_CHUNKS - 1) // SEG_CHUNKS - 1:
+                ct.store(seg_end, (b, head, 0, t0, t1), h.reshape(SHAPE5), order=ORDER)
+    elif STORE_END:
         ct.store(seg_end, (b, head, seg, t0, t1), h.reshape(SHAPE5), order=ORDER)
         ct.store(seg_decay, (b, head, seg), decay.reshape((1, 1, 1)))
 
@@ -209,18 +261,29 @@ def walk_args(x, B, g, dtT, *, seg_entry, states, chunk_decay, seg_end, seg_deca
               block_n: int, seg_chunks: int, from_entry: bool, store_states: bool, store_decay: bool,
               store_end: bool, latency: int, swap_ab: bool = False, states_t: bool = False, unroll: int = 1,
               scalar_latency: int | None = None, pre_weights: bool = False, weigh_x: bool = False,
-              packed_weights: bool = False) -> tuple:
+              packed_weights: bool = False, prefix: bool = False) -> tuple:
     """``_state_pass_kernel``'s arguments, by name; a buffer a walk does not touch may be any array of its rank."""
     if unroll not in (1, 2) or seg_chunks % unroll:
         raise ValueError(f"_state_pass_kernel: unroll={unroll}; expected 1 or 2, dividing seg_chunks={seg_chunks}")
     return (x, B, g, dtT, seg_entry, states, chunk_decay, seg_end, seg_decay, chunk_size, block_p, block_n,
             seg_chunks, from_entry, store_states, store_decay, store_end, swap_ab, states_t, latency, unroll,
-            scalar_latency or 0, pre_weights, weigh_x, packed_weights)
+            scalar_latency or 0, pre_weights, weigh_x, packed_weights, prefix)
 
 
 def walk_grid(x: torch.Tensor, B: torch.Tensor, nseg: int, block_p: int, block_n: int) -> tuple[int, int]:
     batch, _, nheads, headdim = x.shape
     return nseg * nheads * (headdim // block_p) * (B.shape[3] // block_n), batch
+
+
+def prefix_segments(nchunks: int, segments: int, unroll: int) -> tuple[int, int]:
+    """(chunks a segment, segments) of a serial walk over ``nchunks`` split into about ``segments`` segments whose
+    programs each sum the chunks before their segment (``_prefix_state``) and then walk their own: segments of a power
+    of two of chunks (a handful of compiled kernels for every length), at least ``unroll``. One segment, the whole
+    sequence, when ``segments`` is 1 or the sequence too short to split."""
+    if segments <= 1 or nchunks < 2 * unroll:
+        return WHOLE_SEQUENCE, 1
+    seg_chunks = max(unroll, 1 << (-(-nchunks // segments) - 1).bit_length())
+    return seg_chunks, -(-nchunks // seg_chunks)
 
 
 def state_dtype(x_dtype: torch.dtype) -> torch.dtype:
@@ -261,17 +324,18 @@ def state_pass(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torch.Ten
         else:
             tokens = slice(first * chunk_size, stop * chunk_size)
             xs, Bs, gs, dts = x[:, tokens], B[:, tokens], g[:, :, tokens], dtT[:, :, tokens]
-        # One segment: its end state is the part's end, its entry the part's start (read only if there is one).
+        # One end state, the part's; one entry state, the part's start (read only if there is one).
         seg_end = end.unsqueeze(2)
         seg_entry = entry.unsqueeze(2) if entry is not None else seg_end
+        seg_chunks, nseg = prefix_segments(stop - first, cfg.segments, cfg.unroll)
         args = walk_args(xs, Bs, gs, dts, seg_entry=seg_entry, states=states, chunk_decay=total_decay,
                          seg_end=seg_end, seg_decay=total_decay, chunk_size=chunk_size, block_p=cfg.block_p,
-                         block_n=cfg.block_n, seg_chunks=WHOLE_SEQUENCE, from_entry=entry is not None,
+                         block_n=cfg.block_n, seg_chunks=seg_chunks, from_entry=entry is not None,
                          store_states=True, store_decay=False, store_end=True, latency=cfg.latency,
                          swap_ab=cfg.swap_ab, states_t=cfg.states_t, unroll=cfg.unroll,
                          scalar_latency=cfg.scalar_latency, pre_weights=cfg.pre_weights, weigh_x=cfg.weigh_x,
-                         packed_weights=cfg.packed_weights)
-        launches.append(plan_launch(_state_pass_kernel, walk_grid(xs, Bs, 1, cfg.block_p, cfg.block_n), args,
+                         packed_weights=cfg.packed_weights, prefix=nseg > 1)
+        launches.append(plan_launch(_state_pass_kernel, walk_grid(xs, Bs, nseg, cfg.block_p, cfg.block_n), args,
                                     occupancy=cfg.occupancy, int64_everywhere=int64_everywhere))
         parts.append((first, states))
         entry = end

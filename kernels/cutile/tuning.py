@@ -139,6 +139,7 @@ class StatePassConfig:
     pre_weights: bool = False  # read the per-token weights exp2(g_last - g) * dt from chunk_cumsum instead of dt
     weigh_x: bool = False     # weight x's rows per token instead of B's (B then feeds the matmul as loaded)
     packed_weights: bool = False  # bf16 inputs: apply the per-token weight in bf16 (one packed multiply a pair)
+    segments: int = 1         # the walk in about this many segments, each after the first summing the chunks before it
 
 
 @dataclass(frozen=True, kw_only=True)
