@@ -223,9 +223,10 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
             out.append(one(f"cumsum h{cand.block_h} occ{occupancy}", "default", "chunk_cumsum", cand))
     # The serial walk in segments, each after the first summing the chunks before it (``_prefix_state``) and then
     # walking its own: twice (or four times) the programs, each chain a half (a quarter) as long.
-    for segments in (2, 4):
+    for segments in (1, 2, 4):
         cand = dataclasses.replace(sp, segments=segments)
-        out.append(one(f"prefix s{segments}", "serial-state", "state_pass", cand))
+        if cand != sp:
+            out.append(one(f"prefix s{segments}", "serial-state", "state_pass", cand))
     unique = {name: (name, variant, cfgs) for name, variant, cfgs in out}
     return [c for c in unique.values() if only is None or c[0].startswith(tuple(only)) or c[0] == "default"]
 
