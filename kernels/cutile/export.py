@@ -86,7 +86,7 @@ CLASSES_BY_ARCH = {
 # its weights in bf16 (also swapped, at dstate 512).
 VARIANT_CLASSES = {"sm_90": ((SPEC_CLASSES[1], "fused-out"), (SPEC_CLASSES[1], "split-diag"),
                              (SPEC_CLASSES[1], "walk-weighs"), (SPEC_CLASSES[1], "packed-weights"),
-                             (SPEC_CLASSES[2], "packed-weights"))}
+                             (SPEC_CLASSES[2], "packed-weights"), (SPEC_CLASSES[1], "two-segment-walk"))}
 
 
 def meta_inputs(spec: SpecClass) -> tuple:

@@ -68,8 +68,13 @@ class Variant:
     step at dstate 256, 1-3% faster (99.6 against 101.8 us at 16384 tokens, 382.1 against 395.2 at 65536), within
     what separates runs (explore_cutile, 2026-12-02, reports/published/0.1.0+20261202T144500Z-0039de8/
     explore-packed.json). The walk's chain waits on memory and on its matmul, not on these instructions.
-    ``walk_segments``: the serial walk's segments (``StatePassConfig.segments``; None: the chooser's; 1: one walk
-    through the whole sequence, as before segments).
+    ``walk_segments``: the serial walk in this many segments (``StatePassConfig.segments``; None: the chooser's, one),
+    each segment's programs first summing the chunks before it (kernels.cutile.state_pass._prefix_state) and then
+    walking their own: twice the programs, each chain half as long. On the H200 the state pass was slower with two
+    at every shape where the walk has one program an SM: 118.2 against 78.9 us at 16384 tokens and dstate 128, 32.5
+    against 20.7 at (4096, 64), 148.5 against 102.3 at (16384, 256); four segments slower still (explore_cutile and the
+    validate of 2026-12-03 06:19, reports/published/0.1.0+20261203T061903Z-0542c80). The sum's steps took longer than
+    the walk's: each step's weight waits on the running decay, which needs the previous chunk's g.
     """
 
     state: str = "auto"
@@ -114,7 +119,7 @@ VARIANTS = {
     "split-diag": Variant(split_diag=True),
     "walk-weighs": Variant(pre_weights=False),
     "packed-weights": Variant(packed_weights=True),
-    "one-segment-walk": Variant(walk_segments=1),
+    "two-segment-walk": Variant(walk_segments=2),
 }
 
 
@@ -264,15 +269,6 @@ def _walk_programs(dims: SSDDims, block_p: int, block_n: int) -> int:
     return dims.batch * dims.nheads * (dims.headdim // block_p) * (dims.dstate // block_n)
 
 
-def _walk_segments(arch: str, dims: SSDDims, block_p: int, block_n: int) -> int:
-    """Segments of the serial walk (``StatePassConfig.segments``): two when its grid has at most one program an SM
-    (TARGET_PROGRAMS' half), so that two programs an SM each walk half the sequence, the second after summing the
-    first half's chunks (kernels.cutile.state_pass._prefix_state); else one. The sum is no chain: its matmuls
-    accumulate without waiting on each other, while each step of a walk waits on the one before."""
-    target = TARGET_PROGRAMS.get(arch, TARGET_PROGRAMS["sm_90"])[0]
-    return 2 if 2 * _walk_programs(dims, block_p, block_n) <= target else 1
-
-
 def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int, *,
                       pre_weights: bool = True) -> StatePassConfig:
     """The serial walk's configuration; ``pre_weights=False``: the walk that computes its own chunk-state weights,
@@ -293,10 +289,9 @@ def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: 
         # deeper (10): at 16384 tokens the state pass took 143.3 against 175.5 us at dstate 512 and 103.7 against
         # 128.3 at 256; at 65536 x 512, 559.4 against 661.9 (explore_cutile, 2026-12-02, explore-pw*.json in
         # reports/published/0.1.0+20261202T044634Z-d3a05f1-dirty; hints 2-8 within 4%).
-        block_n = min(block_n, 64)
-        return StatePassConfig(block_p=block_p, block_n=block_n, latency=4, occupancy=2, swap_ab=True,
+        return StatePassConfig(block_p=block_p, block_n=min(block_n, 64), latency=4, occupancy=2, swap_ab=True,
                                unroll=2, scalar_latency=_SWAPPED_SCALAR_LATENCY if pre_weights else _SCALAR_LATENCY,
-                               pre_weights=pre_weights, segments=_walk_segments(arch, dims, block_p, block_n))
+                               pre_weights=pre_weights)
     if dtype in (torch.bfloat16, torch.float16):
         # 16-bit inputs: tiles down to 16 wide, two programs an SM (TileGym's tuned walk also runs 16-wide tiles
         # two an SM). At (16384 tokens, dstate 128) on the H200: 111 us against 119 for
@@ -319,13 +314,12 @@ def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: 
             while block_n > 32 and _walk_programs(dims, block_p, block_n) < target // 2:
                 block_n //= 2
             return StatePassConfig(block_p=block_p, block_n=block_n, latency=4, occupancy=2, unroll=2,
-                                   scalar_latency=_SCALAR_LATENCY, pre_weights=True, weigh_x=True,
-                                   segments=_walk_segments(arch, dims, block_p, block_n))
+                                   scalar_latency=_SCALAR_LATENCY, pre_weights=True, weigh_x=True)
         while block_n > min(dims.dstate, 16) and _walk_programs(dims, block_p, block_n) < target:
             block_n //= 2
         latency, unroll = (6, 1) if dims.dstate <= 64 else (2, 2)
         return StatePassConfig(block_p=block_p, block_n=block_n, latency=latency, occupancy=2, unroll=unroll,
-                               scalar_latency=_SCALAR_LATENCY, segments=_walk_segments(arch, dims, block_p, block_n))
+                               scalar_latency=_SCALAR_LATENCY)
     # fp32 (tf32) inputs keep the walk measured before the unroll: tiles >= 32 wide, latency hint 8 (5-8% faster
     # than 4 at (16384 tokens, dstate 128 and 512) on the H200, explore_cutile, 2026-11-30).
     while block_n > min(dims.dstate, 32) and _walk_programs(dims, block_p, block_n) < target:
