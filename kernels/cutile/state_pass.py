@@ -89,8 +89,9 @@ def _prefix_state(x, B, g, dtT, seg_entry, b, head, group, p_tile, n_tile, t0, t
     sum instead of a walk: h = exp2(D_0) h_entry + sum_c exp2(D_c) X_cᵀ (w_c B_c), D_c the log2 decay from the end of
     chunk c to ``first``. The chunks are taken last to first, so that D_c grows as a running sum of the chunks' own
     totals (never a difference of two large cumsums), and it enters the per-token weights before they are rounded to
-    the matmul's dtype. Nothing but the running sum passes from one chunk to the next: the matmuls accumulate without
-    waiting on each other, as a walk's steps must."""
+    the matmul's dtype. Nothing but the running sum passes from one chunk to the next, so that the matmuls could
+    accumulate without waiting on each other, as a walk's steps must; on the H200 the walk in two segments was
+    nevertheless slower than one walk (tuning.Variant's ``walk_segments``), and it is only an ablation variant."""
     acc = ct.zeros(SHAPE, dtype=ct.float32)
     decay = ct.zeros((1,), dtype=ct.float32)  # D_c, <= 0
     for i in range(first):

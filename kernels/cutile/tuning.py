@@ -73,8 +73,8 @@ class Variant:
     walking their own: twice the programs, each chain half as long. On the H200 the state pass was slower with two
     at every shape where the walk has one program an SM: 118.2 against 78.9 us at 16384 tokens and dstate 128, 32.5
     against 20.7 at (4096, 64), 148.5 against 102.3 at (16384, 256); four segments slower still (explore_cutile and the
-    validate of 2026-12-03 06:19, reports/published/0.1.0+20261203T061903Z-0542c80). The sum's steps took longer than
-    the walk's: each step's weight waits on the running decay, which needs the previous chunk's g.
+    validate of 2026-12-03 06:19, reports/published/0.1.0+20261203T061903Z-0542c80): the second segment's programs took
+    longer than one walk through the whole sequence (not diagnosed).
     """
 
     state: str = "auto"
