@@ -185,7 +185,9 @@ def _state_pass_kernel(
     UNROLL (1 or 2, dividing SEG_CHUNKS): chunks whose tiles are loaded together, ahead of their steps.
     PRE_WEIGHTS: ``dtT`` holds chunk_cumsum's per-token weights exp2(g_last - g) * dt instead of dt. WEIGH_X: the
     weight goes on x's rows instead of B's. PACKED_WEIGHTS: for bf16 inputs the weighted operand is multiplied in bf16,
-    the weight rounded to it."""
+    the weight rounded to it. PREFIX: the serial walk in segments (the variant two-segment-walk): each segment starts
+    from ``seg_entry``'s one entry state summed through the chunks before it (``_prefix_state``), and only the last
+    segment stores the end state."""
     # bf16/fp16 operands run on the tensor cores as they are (HGMMA on sm_90); fp32 operands are cast
     # to tf32 on purpose: an fp32 ct.mma takes no tensor core path and spills.
     MMA_DTYPE = ct.static_eval(ct.tfloat32 if x.dtype == ct.float32 else x.dtype)
