@@ -56,15 +56,6 @@ def _chunk_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile, CHUNK, BLO
     """One chunk's X (CHUNK, BLOCK_P) and B (CHUNK, BLOCK_N) in the matmul dtype, one of them weighted per token
     (``_weights``: B's rows, or x's with WEIGH_X), and g_last: all that a step of the walk needs besides the carried
     state."""
-    X, Bc, gc, dtc = _load_chunk(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile, CHUNK, BLOCK_P, BLOCK_N, LATENCY,
-                                 SCALAR_LATENCY)
-    weight, g_last = _weights(gc, dtc, CHUNK, PRE_WEIGHTS)
-    Xm, Bm = _weighted_operands(X, Bc, weight, CHUNK, MMA_DTYPE, WEIGH_X, PACKED_WEIGHTS)
-    return Xm, Bm, g_last
-
-
-def _load_chunk(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile, CHUNK, BLOCK_P, BLOCK_N, LATENCY, SCALAR_LATENCY):
-    """One chunk's X (CHUNK, BLOCK_P) and B (CHUNK, BLOCK_N) tiles and its g and dt (or weight) rows, as loaded."""
     # Rows past seqlen load as zeros: with dt = 0 there too, the ragged tail adds nothing; a chunk past the
     # sequence's end loads g = 0 and dt = 0 as well (a step that changes nothing).
     X = ct.load(x, (b, chunk, head, p_tile), shape=(1, CHUNK, 1, BLOCK_P),
@@ -77,11 +68,7 @@ def _load_chunk(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile, CHUNK, BLOC
                  latency=scalar_latency).reshape((CHUNK,))
     dtc = ct.load(dtT, (b, head, chunk), shape=(1, 1, CHUNK), padding_mode=ct.PaddingMode.ZERO,
                   latency=scalar_latency).reshape((CHUNK,))
-    return X, Bc, gc, dtc
-
-
-def _weighted_operands(X, Bc, weight, CHUNK, MMA_DTYPE, WEIGH_X, PACKED_WEIGHTS):
-    """X and B in the matmul dtype, B's rows (or x's, with WEIGH_X) multiplied by the per-token ``weight``."""
+    weight, g_last = _weights(gc, dtc, CHUNK, PRE_WEIGHTS)
     if PACKED_WEIGHTS and X.dtype == ct.bfloat16:
         # The product in bf16: one packed multiply a pair of elements, no widening to fp32. bf16 only: it keeps
         # fp32's exponent range, where fp16 would flush the weights of a fast-decaying chunk.
@@ -89,8 +76,10 @@ def _weighted_operands(X, Bc, weight, CHUNK, MMA_DTYPE, WEIGH_X, PACKED_WEIGHTS)
     if WEIGH_X:
         # Xᵀ (w B) = (w X)ᵀ B: B feeds the matmul as loaded; unswapped, the weighted operand takes the matmul's
         # first slot, which may come from registers.
-        return (X * weight.reshape((CHUNK, 1))).astype(MMA_DTYPE), Bc.astype(MMA_DTYPE)
-    return X.astype(MMA_DTYPE), (Bc * weight.reshape((CHUNK, 1))).astype(MMA_DTYPE)
+        Xm, Bm = (X * weight.reshape((CHUNK, 1))).astype(MMA_DTYPE), Bc.astype(MMA_DTYPE)
+    else:
+        Xm, Bm = X.astype(MMA_DTYPE), (Bc * weight.reshape((CHUNK, 1))).astype(MMA_DTYPE)
+    return Xm, Bm, g_last
 
 
 def _prefix_state(x, B, g, dtT, seg_entry, b, head, group, p_tile, n_tile, t0, t1, first, SHAPE, SHAPE5, ORDER, CHUNK,
@@ -107,10 +96,22 @@ def _prefix_state(x, B, g, dtT, seg_entry, b, head, group, p_tile, n_tile, t0, t
     decay = ct.zeros((1,), dtype=ct.float32)  # D_c, <= 0
     for i in range(first):
         chunk = first - 1 - i
-        X, Bc, gc, dtc = _load_chunk(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile, CHUNK, BLOCK_P, BLOCK_N,
-                                     LATENCY, SCALAR_LATENCY)
+        # Whole chunks (only the sequence's last may be ragged); padded like the walk's loads all the same.
+        X = ct.load(x, (b, chunk, head, p_tile), shape=(1, CHUNK, 1, BLOCK_P), padding_mode=ct.PaddingMode.ZERO,
+                    latency=LATENCY).reshape((CHUNK, BLOCK_P))
+        Bc = ct.load(B, (b, chunk, group, n_tile), shape=(1, CHUNK, 1, BLOCK_N), padding_mode=ct.PaddingMode.ZERO,
+                     latency=LATENCY).reshape((CHUNK, BLOCK_N))
+        scalar_latency = ct.static_eval(SCALAR_LATENCY if SCALAR_LATENCY > 0 else None)
+        gc = ct.load(g, (b, head, chunk), shape=(1, 1, CHUNK), latency=scalar_latency).reshape((CHUNK,))
+        dtc = ct.load(dtT, (b, head, chunk), shape=(1, 1, CHUNK), latency=scalar_latency).reshape((CHUNK,))
         weight, g_last = _weights(gc, dtc, CHUNK, PRE_WEIGHTS)
-        Xm, Bm = _weighted_operands(X, Bc, weight * exp2(decay), CHUNK, MMA_DTYPE, WEIGH_X, PACKED_WEIGHTS)
+        weight = weight * exp2(decay)
+        if PACKED_WEIGHTS and X.dtype == ct.bfloat16:
+            weight = weight.astype(X.dtype)
+        if WEIGH_X:
+            Xm, Bm = (X * weight.reshape((CHUNK, 1))).astype(MMA_DTYPE), Bc.astype(MMA_DTYPE)
+        else:
+            Xm, Bm = X.astype(MMA_DTYPE), (Bc * weight.reshape((CHUNK, 1))).astype(MMA_DTYPE)
         if SWAP_AB:
             acc = ct.mma(Bm.transpose(), Xm, acc)
         else:
