@@ -94,6 +94,7 @@ def _prefix_state(x, B, g, dtT, seg_entry, b, head, group, p_tile, n_tile, t0, t
     nevertheless slower than one walk (tuning.Variant's ``walk_segments``), and it is only an ablation variant."""
     acc = ct.zeros(SHAPE, dtype=ct.float32)
     decay = ct.zeros((1,), dtype=ct.float32)  # D_c, <= 0
+    scalar_latency = ct.static_eval(SCALAR_LATENCY if SCALAR_LATENCY > 0 else None)
     for i in range(first):
         chunk = first - 1 - i
         # Whole chunks (only the sequence's last may be ragged); padded like the walk's loads all the same.
@@ -101,7 +102,6 @@ def _prefix_state(x, B, g, dtT, seg_entry, b, head, group, p_tile, n_tile, t0, t
                     latency=LATENCY).reshape((CHUNK, BLOCK_P))
         Bc = ct.load(B, (b, chunk, group, n_tile), shape=(1, CHUNK, 1, BLOCK_N), padding_mode=ct.PaddingMode.ZERO,
                      latency=LATENCY).reshape((CHUNK, BLOCK_N))
-        scalar_latency = ct.static_eval(SCALAR_LATENCY if SCALAR_LATENCY > 0 else None)
         gc = ct.load(g, (b, head, chunk), shape=(1, 1, CHUNK), latency=scalar_latency).reshape((CHUNK,))
         dtc = ct.load(dtT, (b, head, chunk), shape=(1, 1, CHUNK), latency=scalar_latency).reshape((CHUNK,))
         weight, g_last = _weights(gc, dtc, CHUNK, PRE_WEIGHTS)
