@@ -74,8 +74,9 @@ def plan_forward(x, dt, A, B, C, D, initial_state, *, chunk_size: int, arch: str
     out_cfg = cfgs.chunk_out.with_variant(variant)
     kind = variant.state if variant.state != "auto" else tuning.state_pass_kind(arch, dims, x.dtype, chunk_size)
     walk_cfg = tuning.serial_walk_config(cfgs.state_pass, variant, arch, dims, x.dtype, chunk_size)
-    # The serial walk may read the chunk-state weights precomputed by the cumsum (``pre_weights``).
-    weights = kind == "serial" and walk_cfg.pre_weights
+    seg_cfg = cfgs.chunk_state if kind == "chunked" else cfgs.segment_state
+    # The walks may read the chunk-state weights precomputed by the cumsum (``pre_weights``).
+    weights = walk_cfg.pre_weights if kind == "serial" else kind != "fused" and seg_cfg.pre_weights
     cumsum_launch, g, dtT, w = chunk_cumsum(dt, A, chunk_size=chunk_size, cfg=cfgs.chunk_cumsum,
                                             int64_everywhere=wide, weights=weights)
     if kind == "fused":
@@ -90,8 +91,7 @@ def plan_forward(x, dt, A, B, C, D, initial_state, *, chunk_size: int, arch: str
         states_t = walk_cfg.states_t
     else:
         state_launches, whole, final_state = segment_state(
-            x, B, g, dtT, initial_state, chunk_size=chunk_size,
-            cfg=cfgs.chunk_state if kind == "chunked" else cfgs.segment_state,
+            x, B, g, w if weights else dtT, initial_state, chunk_size=chunk_size, cfg=seg_cfg,
             scan_cfg=cfgs.segment_scan, apply_cfg=cfgs.segment_apply, int64_everywhere=wide)
         states, states_t = [(0, whole)], False
     out_launches, y = chunk_out(
@@ -145,8 +145,12 @@ def intermediate_traffic(dims: SSDDims, dtype: torch.dtype, chunk_size: int, arc
             f"fused pass (segments of {K} chunks): no chunk state in memory; fp32 segment states written and "
             "scanned, entry states written and read; x and B read a second time by the local walk; the cumsum's g "
             "and dt written once, read twice")
-    K = tuning.segment_state_config(arch, dims, dtype, chunk_size).seg_chunks
+    seg_cfg = tuning.segment_state_config(arch, dims, dtype, chunk_size)
+    K = seg_cfg.seg_chunks
     seg = segment_bytes(K)
+    if seg_cfg.pre_weights:
+        cumsum += 2 * tokens * dims.nheads * 4
+        cb_how = "; the cumsum's chunk-state weights written once, read once" + cb_how
     return cumsum + cb + 4 * elems * e + 3 * seg, (
         f"segmented state pass (segments of {K} chunks): {name} chunk states written, read and rewritten by "
         "the completion, read by chunk_out; fp32 segment states written, scanned, written; the cumsum's g "

@@ -149,7 +149,7 @@ def segment_state(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torch.
                   scan_cfg: SegmentScanConfig, apply_cfg: SegmentApplyConfig, int64_everywhere: bool = False
                   ) -> tuple[list[Launch], torch.Tensor, torch.Tensor]:
     """Plan stage 2 as three launches (two for segments of one chunk); returns them, the chunk entry states and
-    the final state."""
+    the final state. ``dtT``: dt, or with ``cfg.pre_weights`` the cumsum's chunk-state weights."""
     batch, seqlen, nheads, headdim = x.shape
     dstate = B.shape[3]
     nchunks = g.shape[2] // chunk_size
@@ -173,7 +173,7 @@ def segment_state(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torch.
                            block_n=cfg.block_n, seg_chunks=K, from_entry=False, store_states=not chunked,
                            store_decay=not chunked, store_end=True, latency=cfg.latency, swap_ab=cfg.swap_ab,
                            unroll=cfg.unroll, scalar_latency=cfg.scalar_latency,
-                           packed_weights=cfg.packed_weights)
+                           pre_weights=cfg.pre_weights, weigh_x=cfg.weigh_x, packed_weights=cfg.packed_weights)
     local = plan_launch(_state_pass_kernel, walk_grid(x, B, nseg, cfg.block_p, cfg.block_n), local_args,
                         occupancy=cfg.occupancy, int64_everywhere=int64_everywhere)
 
