@@ -214,19 +214,19 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
         out.append(one(f"packed u{unroll} lat{latency}", "serial-state", "state_pass", cand))
     out.append(one("packed segmented", "segmented-state", "segment_state",
                    dataclasses.replace(seg, packed_weights=True)))
-    # The segmented pass's local walk reading the cumsum's chunk-state weights (pre_weights), on x's rows (weigh_x,
-    # the serial walk's from dstate 128) or on B's, the serial walk's pipeline depth, in 2, 4 or 8 segments: two to
-    # eight times the serial walk's programs, none computing an exp2; and the completion's tiles.
+    # The segmented pass's local walk reading the cumsum's chunk-state weights on x's rows (pre_weights, weigh_x: the
+    # serial walk's from dstate 128), at the serial walk's pipeline depth, in 2, 4 or 8 segments: two to eight times
+    # the serial walk's programs, none computing an exp2; and the completion's tiles. (Four programs an SM, or the
+    # weights on B's rows at four an SM, kept tileiras 13.4 compiling for over 7 minutes on the CPU.)
     nchunks = -(-spec.seqlen // spec.chunk_size)
     for nseg in (2, 4, 8):
         k = nchunks // nseg
         if k < 2 or k & (k - 1):
             continue
-        for block_n, occupancy, wx in ((32, 2, True), (32, 4, True), (64, 2, True), (32, 4, False)):
-            cand = dataclasses.replace(seg, seg_chunks=k, block_n=min(block_n, spec.dstate), occupancy=occupancy,
-                                       pre_weights=True, weigh_x=wx, latency=4, unroll=2, scalar_latency=4)
-            out.append(one(f"segw K{k} n{cand.block_n} occ{occupancy} {'x' if wx else 'b'}", "segmented-state",
-                           "segment_state", cand))
+        for block_n in (32, 64):
+            cand = dataclasses.replace(seg, seg_chunks=k, block_n=min(block_n, spec.dstate), occupancy=2,
+                                       pre_weights=True, weigh_x=True, latency=4, unroll=2, scalar_latency=4)
+            out.append(one(f"segw K{k} n{cand.block_n}", "segmented-state", "segment_state", cand))
     ap = base.segment_apply
     for block_p, block_n, occupancy in ((32, 128, None), (64, 128, None), (64, 64, 4), (16, 64, None)):
         cand = dataclasses.replace(ap, block_p=min(block_p, spec.headdim), block_n=min(block_n, spec.dstate),
