@@ -11,7 +11,7 @@ from kernels.cutile.chunk_cumsum import chunk_cumsum
 from kernels.cutile.chunk_out import chunk_out
 from kernels.cutile.limits import LIMITS
 from kernels.cutile.segment_out import segment_out
-from kernels.cutile.segment_state import segment_state
+from kernels.cutile.segment_state import segment_state, segment_state_local
 from kernels.cutile.state_pass import state_dtype, state_pass
 from kernels.cutile.tuning import VARIANTS, Configs, Variant
 from reference.checks import SSDDims, check_inputs
@@ -84,18 +84,27 @@ def plan_forward(x, dt, A, B, C, D, initial_state, *, chunk_size: int, arch: str
                                             cfg=cfgs.segment_out, walk_cfg=cfgs.segment_state,
                                             scan_cfg=cfgs.segment_scan, int64_everywhere=wide)
         return [cumsum_launch, *fused], y, final_state
+    seg = None  # what completes the chunk states in chunk_out, if the segmented pass leaves them local
     if kind == "serial":
         state_launches, states, final_state = state_pass(
             x, B, g, w if weights else dtT, initial_state, chunk_size=chunk_size, cfg=walk_cfg, int64_everywhere=wide,
             split=variant.split_states)
         states_t = walk_cfg.states_t
+    elif variant.complete_in_out and kind == "segmented" and seg_cfg.seg_chunks > 1:
+        # chunk_out completes the local states as it reads them: no completion launch.
+        state_launches, whole, final_state, seg = segment_state_local(
+            x, B, g, w if weights else dtT, initial_state, chunk_size=chunk_size, cfg=seg_cfg,
+            scan_cfg=cfgs.segment_scan, int64_everywhere=wide)
+        states, states_t = [(0, whole)], False
     else:
         state_launches, whole, final_state = segment_state(
             x, B, g, w if weights else dtT, initial_state, chunk_size=chunk_size, cfg=seg_cfg,
             scan_cfg=cfgs.segment_scan, apply_cfg=cfgs.segment_apply, int64_everywhere=wide)
         states, states_t = [(0, whole)], False
     out_launches, y = chunk_out(
-        x, B, C, g, dtT, states, D, A, chunk_size=chunk_size, cfg=out_cfg, states_t=states_t, int64_everywhere=wide)
+        x, B, C, g, dtT, states, D, A, chunk_size=chunk_size, cfg=out_cfg, states_t=states_t,
+        seg=seg,
+        int64_everywhere=wide)
     return [cumsum_launch, *state_launches, *out_launches], y, final_state
 
 
@@ -151,6 +160,14 @@ def intermediate_traffic(dims: SSDDims, dtype: torch.dtype, chunk_size: int, arc
     if seg_cfg.pre_weights:
         cumsum += 2 * tokens * dims.nheads * 4
         cb_how = "; the cumsum's chunk-state weights written once, read once" + cb_how
+    if variant.complete_in_out and K > 1:
+        # E_s in the states' dtype, written by the scan and read by chunk_out once per chunk (counted at most once
+        # per chunk: an upper bound, as everywhere here).
+        entries = dims.batch * dims.nheads * nchunks * dims.headdim * dims.dstate * e
+        return cumsum + cb + 2 * elems * e + 2 * seg + entries, (
+            f"segmented state pass (segments of {K} chunks) completed in chunk_out: {name} local chunk states written "
+            f"once and read once; fp32 segment states written and scanned, {name} entry states read with each "
+            f"chunk; the cumsum's g and dt written once, read twice{cb_how}")
     return cumsum + cb + 4 * elems * e + 3 * seg, (
         f"segmented state pass (segments of {K} chunks): {name} chunk states written, read and rewritten by "
         "the completion, read by chunk_out; fp32 segment states written, scanned, written; the cumsum's g "

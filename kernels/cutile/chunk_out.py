@@ -161,6 +161,8 @@ def _chunk_out_kernel(
     states: ct.Array,            # (batch, nheads, nchunks, headdim, dstate), (..., dstate, headdim) if STATES_T
     D: ct.Array,                 # (nheads,) fp32; unread unless HAS_D
     cbuf: ct.Array,              # (batch, nchunks, ngroups, CHUNK, CHUNK) fp32: C·Bᵀ per chunk; unread unless CB_BUFFER
+    seg_entry: ct.Array,         # (batch, nheads, nseg, headdim, dstate): E_s; unread unless SEG_CHUNKS
+    chunk_decay: ct.Array,       # (batch, nheads, nchunks) fp32: d_c; unread unless SEG_CHUNKS
     y: ct.Array,                 # out (batch, seqlen, nheads, headdim)
     CHUNK: ct.Constant[int],
     BLOCK_M: ct.Constant[int],
@@ -172,12 +174,15 @@ def _chunk_out_kernel(
     CB_BUFFER: ct.Constant[bool],
     STATES_T: ct.Constant[bool],
     SPLIT_DIAG: ct.Constant[bool],
+    SEG_CHUNKS: ct.Constant[int],
     LATENCY: ct.Constant[int],
 ):
     """Grid (cdiv(seqlen, BLOCK_M) * nheads/BLOCK_H * headdim/BLOCK_P, batch): BLOCK_M rows x BLOCK_P
     columns of y for BLOCK_H heads of one group of one sequence; row blocks are slowest, so the heads
     sharing a group's B and C run together. The BLOCK_H heads share one C·Bᵀ block (C_ONCE); with
-    CB_BUFFER (one row block per chunk) the block comes from ``_chunk_cb_kernel``'s buffer instead."""
+    CB_BUFFER (one row block per chunk) the block comes from ``_chunk_cb_kernel``'s buffer instead. SEG_CHUNKS (> 0,
+    one head a program): ``states`` holds the segmented pass's local states L_c, completed here into the entry states
+    h_c = L_c + exp2(d_c) E_s (segments of SEG_CHUNKS chunks) by one more product, C·E_sᵀ, before the C·L_cᵀ loop."""
     # Tensor-core operand dtypes: bf16/fp16 as they come (HGMMA on sm_90); fp32 is cast to tf32 on
     # purpose, since an fp32 ct.mma takes no tensor core path.
     MMA_DTYPE = ct.static_eval(ct.tfloat32 if x.dtype == ct.float32 else x.dtype)
@@ -199,6 +204,15 @@ def _chunk_out_kernel(
     # With C_ONCE (one row block per chunk, so no off-diagonal blocks), the diagonal C·Bᵀ block is built
     # in the same loop as the first head's C·hᵀ, from the same C tile, and serves every head of the program.
     acc = ct.zeros((BLOCK_M, BLOCK_P), dtype=ct.float32)
+    if SEG_CHUNKS > 0:
+        # The segment's entry state's share of h_c, exp2(d_c) C·E_sᵀ (d_c <= 0), before the C·L_cᵀ loop adds to it:
+        # one accumulator live at a time, as without it.
+        for n in range(ntiles):
+            Cm = ct.load(C, (b, row_block, group, n), shape=(1, BLOCK_M, 1, BLOCK_N),
+                         padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((BLOCK_M, BLOCK_N))
+            eT = _state_t(seg_entry, b, head0, chunk // SEG_CHUNKS, p_tile, n, BLOCK_P, BLOCK_N, False)
+            acc = ct.mma(Cm.astype(STATE_MMA_DTYPE), eT.astype(STATE_MMA_DTYPE), acc)
+        acc = acc * exp2(ct.load(chunk_decay, (b, head0, chunk), shape=(1, 1, 1)).reshape((1, 1)))
     cb = ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32)
     for n in range(ntiles):
         Cm = ct.load(C, (b, row_block, group, n), shape=(1, BLOCK_M, 1, BLOCK_N),
@@ -232,8 +246,8 @@ def _chunk_out_kernel(
                       ntiles, CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, SPLIT_DIAG, LATENCY, MMA_DTYPE)
 
 
-def _chunk_out_args(x, B, C, g, dtT, states, D, cbuf, y, cfg: ChunkOutConfig, chunk_size: int, has_D: bool,
-                    cb_buffer: bool, states_t: bool) -> tuple:
+def _chunk_out_args(x, B, C, g, dtT, states, D, cbuf, seg_entry, chunk_decay, y, cfg: ChunkOutConfig, chunk_size: int,
+                    has_D: bool, cb_buffer: bool, states_t: bool, seg_chunks: int) -> tuple:
     return (
         x,
         B,
@@ -243,6 +257,8 @@ def _chunk_out_args(x, B, C, g, dtT, states, D, cbuf, y, cfg: ChunkOutConfig, ch
         states,
         D,
         cbuf,
+        seg_entry,
+        chunk_decay,
         y,
         chunk_size,
         cfg.block_m,
@@ -254,6 +270,7 @@ def _chunk_out_args(x, B, C, g, dtT, states, D, cbuf, y, cfg: ChunkOutConfig, ch
         cb_buffer,
         states_t,
         cfg.split_diag and cfg.whole_chunks(chunk_size),
+        seg_chunks,
         cfg.latency,
     )
 
@@ -261,6 +278,7 @@ def _chunk_out_args(x, B, C, g, dtT, states, D, cbuf, y, cfg: ChunkOutConfig, ch
 def chunk_out(x: torch.Tensor, B: torch.Tensor, C: torch.Tensor, g: torch.Tensor, dtT: torch.Tensor,
               states: list[tuple[int, torch.Tensor]], D: torch.Tensor | None, A: torch.Tensor, *, chunk_size: int,
               cfg: ChunkOutConfig, states_t: bool = False,
+              seg: tuple[torch.Tensor, torch.Tensor, int] | None = None,
               int64_everywhere: bool = False) -> tuple[list[Launch], torch.Tensor]:
     """Plan stage 3; returns its launches and the output y they fill (x's dtype and shape).
 
@@ -268,7 +286,8 @@ def chunk_out(x: torch.Tensor, B: torch.Tensor, C: torch.Tensor, g: torch.Tensor
     unless the state pass split them to keep int32 indexing); each part gets its own launch, on views of x, B, C,
     g, dt and y (C·Bᵀ per chunk and group first, if ``cfg.cb_buffer``). ``states_t``: the states are laid out
     (..., dstate, headdim). ``A`` only stands in for a missing ``D`` (same shape and dtype), which the kernel
-    then never reads.
+    then never reads. ``seg``: the states are the segmented pass's local ones, completed here from (E_s, d_c, chunks a
+    segment) (``segment_state_local``); one part, one head a program.
     """
     batch, seqlen, nheads, headdim = x.shape
     ngroups = B.shape[2]
@@ -278,6 +297,10 @@ def chunk_out(x: torch.Tensor, B: torch.Tensor, C: torch.Tensor, g: torch.Tensor
     if cfg.block_h > 1 and not (one_block and (nheads // ngroups) % cfg.block_h == 0):
         raise ValueError(f"chunk_out: block_h={cfg.block_h} needs c_once, block_m == chunk_size ({cfg.block_m} vs "
                          f"{chunk_size}) and to divide the {nheads // ngroups} heads of a group")
+    if seg is not None and (cfg.block_h != 1 or len(states) != 1 or states_t):
+        raise ValueError(f"chunk_out: completing the segmented pass's states takes one head a program, one part and "
+                         f"the (headdim, dstate) layout; got block_h={cfg.block_h}, {len(states)} parts, "
+                         f"states_t={states_t}")
     # The buffer holds whole chunks: only when a program's rows are its whole chunk.
     cb_buffer = cfg.cb_buffer and one_block
     launches = []
@@ -298,8 +321,10 @@ def chunk_out(x: torch.Tensor, B: torch.Tensor, C: torch.Tensor, g: torch.Tensor
             cbuf = part[:1, :1, :1]  # never read: any array of rank 5 (a small one, so it needs no int64 indexing)
         row_blocks = -(-xs.shape[1] // cfg.block_m)
         grid = (row_blocks * (nheads // cfg.block_h) * (headdim // cfg.block_p), batch)
-        args = _chunk_out_args(xs, Bs, Cs, gs, dts, part, D if has_D else A, cbuf, ys, cfg, chunk_size, has_D,
-                               cb_buffer, states_t)
+        # Without ``seg`` the kernel never reads E_s or d_c: small arrays of their rank stand in for them.
+        seg_entry, chunk_decay, seg_chunks = seg if seg is not None else (part[:1, :1, :1], A[None, None, :], 0)
+        args = _chunk_out_args(xs, Bs, Cs, gs, dts, part, D if has_D else A, cbuf, seg_entry, chunk_decay, ys, cfg,
+                               chunk_size, has_D, cb_buffer, states_t, seg_chunks)
         launches.append(plan_launch(_chunk_out_kernel, grid, args, occupancy=cfg.occupancy,
                                     int64_everywhere=int64_everywhere))
     return launches, y

@@ -150,6 +150,32 @@ def segment_state(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torch.
                   ) -> tuple[list[Launch], torch.Tensor, torch.Tensor]:
     """Plan stage 2 as three launches (two for segments of one chunk); returns them, the chunk entry states and
     the final state. ``dtT``: dt, or with ``cfg.pre_weights`` the cumsum's chunk-state weights."""
+    launches, states, final_state, _ = _segment_pass(x, B, g, dtT, initial_state, chunk_size=chunk_size, cfg=cfg,
+                                                     scan_cfg=scan_cfg, apply_cfg=apply_cfg, complete=True,
+                                                     int64_everywhere=int64_everywhere)
+    return launches, states, final_state
+
+
+def segment_state_local(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torch.Tensor,
+                        initial_state: torch.Tensor | None, *, chunk_size: int, cfg: SegmentStateConfig,
+                        scan_cfg: SegmentScanConfig, int64_everywhere: bool = False
+                        ) -> tuple[list[Launch], torch.Tensor, torch.Tensor, tuple[torch.Tensor, torch.Tensor, int]]:
+    """Plan the local walk and the scan only (segments of at least two chunks); returns the launches, every chunk's
+    local state L_c, the final state and what completes L_c into the entry state h_c = L_c + exp2(d_c) E_s: (E_s
+    in the chunk states' dtype, (batch, nheads, nseg, headdim, dstate); d_c, fp32 (batch, nheads, nchunks); the
+    chunks a segment). For a consumer that completes the states as it reads them (chunk_out's ``seg``)."""
+    if cfg.seg_chunks < 2:
+        raise ValueError(f"segment_state_local: seg_chunks={cfg.seg_chunks}; expected at least 2 (segments of one "
+                         "chunk leave nothing to complete)")
+    launches, states, final_state, seg = _segment_pass(x, B, g, dtT, initial_state, chunk_size=chunk_size, cfg=cfg,
+                                                       scan_cfg=scan_cfg, apply_cfg=None, complete=False,
+                                                       int64_everywhere=int64_everywhere)
+    return launches, states, final_state, seg
+
+
+def _segment_pass(x, B, g, dtT, initial_state, *, chunk_size: int, cfg: SegmentStateConfig,
+                  scan_cfg: SegmentScanConfig, apply_cfg: SegmentApplyConfig | None, complete: bool,
+                  int64_everywhere: bool):
     batch, seqlen, nheads, headdim = x.shape
     dstate = B.shape[3]
     nchunks = g.shape[2] // chunk_size
@@ -164,7 +190,9 @@ def segment_state(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torch.
     # so the scan writes the chunk states themselves and nothing is completed afterwards.
     chunked = K == 1
     chunk_decay = seg_decay if chunked else empty((batch, nheads, nchunks), dtype=torch.float32, device=dev)
-    seg_entry = states if chunked else empty(seg_state.shape, dtype=torch.float32, device=dev)
+    # Completed later by its consumer, E_s is rounded once to the chunk states' dtype, as h_c would be.
+    entry_dtype = torch.float32 if complete else states.dtype
+    seg_entry = states if chunked else empty(seg_state.shape, dtype=entry_dtype, device=dev)
 
     # The local walk starts from zero: seg_entry stands in for the entry it never reads (and, for segments of
     # one chunk, states and chunk_decay for the L_c = 0 and d_c = 0 it does not store).
@@ -179,10 +207,12 @@ def segment_state(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torch.
 
     scan = _plan_scan(seg_state, seg_decay, initial_state, seg_entry, final_state, scan_cfg, int64_everywhere)
     if chunked:
-        return [local, scan], states, final_state
+        return [local, scan], states, final_state, None
+    if not complete:
+        return [local, scan], states, final_state, (seg_entry, chunk_decay, K)
 
     apply_args = (states, chunk_decay, seg_entry, apply_cfg.block_p, apply_cfg.block_n, K)
     apply_grid = (nchunks * nheads * (headdim // apply_cfg.block_p) * (dstate // apply_cfg.block_n), batch)
     apply = plan_launch(_segment_apply_kernel, apply_grid, apply_args, occupancy=apply_cfg.occupancy,
                         int64_everywhere=int64_everywhere)
-    return [local, scan, apply], states, final_state
+    return [local, scan, apply], states, final_state, None

@@ -75,6 +75,9 @@ class Variant:
     against 20.7 at (4096, 64), 148.5 against 102.3 at (16384, 256); four segments slower still (explore_cutile and the
     validate of 2026-12-03 06:19, reports/published/0.1.0+20261203T061903Z-0542c80): the second segment's programs took
     longer than one walk through the whole sequence (not diagnosed).
+    ``complete_in_out``: with the segmented pass, no completion launch: chunk_out rebuilds each chunk's entry state as
+    h_c = L_c + exp2(d_c) E_s, one more C·E_sᵀ product a program (E_s, the segment's entry state, stored 16-bit by the
+    scan for 16-bit inputs), with the local walk's L_c and d_c as they are stored (the variant segmented-out).
     """
 
     state: str = "auto"
@@ -89,6 +92,7 @@ class Variant:
     pre_weights: bool | None = None
     packed_weights: bool | None = None
     walk_segments: int | None = None
+    complete_in_out: bool = False
 
     def unsupported_reason(self, dstate: int) -> str | None:
         """Why this variant cannot run a problem of this dstate (None: it can)."""
@@ -120,6 +124,7 @@ VARIANTS = {
     "walk-weighs": Variant(pre_weights=False),
     "packed-weights": Variant(packed_weights=True),
     "two-segment-walk": Variant(walk_segments=2),
+    "segmented-out": Variant(state="segmented", complete_in_out=True),
 }
 
 

@@ -227,6 +227,8 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
             cand = dataclasses.replace(seg, seg_chunks=k, block_n=min(block_n, spec.dstate), occupancy=2,
                                        pre_weights=True, weigh_x=True, latency=4, unroll=2, scalar_latency=4)
             out.append(one(f"segw K{k} n{cand.block_n}", "segmented-state", "segment_state", cand))
+            # The same local walk, its states completed by chunk_out as it reads them (no completion launch).
+            out.append(one(f"segout K{k} n{cand.block_n}", "segmented-out", "segment_state", cand))
     ap = base.segment_apply
     for block_p, block_n, occupancy in ((32, 128, None), (64, 128, None), (64, 64, 4), (16, 64, None)):
         cand = dataclasses.replace(ap, block_p=min(block_p, spec.headdim), block_n=min(block_n, spec.dstate),
