@@ -108,14 +108,20 @@ OUTSIDE_MAMBA_BASE = {**STABILITY_BASE, "batch": 1, "seqlen": 256, "dtype": "fp3
 LONG_BASE = dict(batch=1, nheads=8, headdim=64, ngroups=1, dstate=64, chunk_size=128, dtype="bf16",
                  regime="typical", seed=0)
 # The benchmark's shape (batch 4, 8 heads, one group), where our forward walks the state serially through every chunk
-# at each dstate (kernels.cutile.tuning.state_pass_kind): at batch 1 the long cases above take the segment-parallel
-# pass instead, so these carry the serial walk past 128 chunks, on the regimes that load it most.
+# at dstate 128-512 and runs the segmented pass completed in chunk_out at dstate 64 (kernels.cutile.tuning.
+# state_pass_kind): at batch 1 the long cases above take the segmented pass with its completion launch instead, so
+# these carry the other two past 128 chunks, on the regimes that load them most. SERIAL_LONG_PLANS: the kernels each
+# plans on sm_90 (a CPU test checks them).
 SERIAL_LONG_BASE = dict(batch=4, nheads=8, headdim=64, ngroups=1, chunk_size=128, dtype="bf16", seed=0)
-SERIAL_LONG_CASES = (("serial_l65536_dstate64", dict(seqlen=2**16, dstate=64, regime="typical")),
+SERIAL_LONG_CASES = (("segout_l65536_dstate64", dict(seqlen=2**16, dstate=64, regime="typical")),
                      ("serial_l65536_long_memory_dstate128", dict(seqlen=2**16, dstate=128, regime="long_memory")),
                      ("serial_l32768_huge_decay_dstate128", dict(seqlen=2**15, dstate=128, regime="huge_decay")),
                      ("serial_l32768_large_initial_state_dstate512",
                       dict(seqlen=2**15, dstate=512, regime="large_initial_state", with_initial_state=True)))
+_SERIAL = ("_chunk_cumsum_kernel", "_state_pass_kernel", "_chunk_out_kernel")
+SERIAL_LONG_PLANS = {"segout_l65536_dstate64": ("_chunk_cumsum_kernel", "_state_pass_kernel", "_segment_scan_kernel",
+                                                "_chunk_out_kernel"),
+                     **{tag: _SERIAL for tag, _ in SERIAL_LONG_CASES[1:]}}
 
 
 def stability_cases() -> list[Case]:

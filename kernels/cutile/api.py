@@ -90,7 +90,7 @@ def plan_forward(x, dt, A, B, C, D, initial_state, *, chunk_size: int, arch: str
             x, B, g, w if weights else dtT, initial_state, chunk_size=chunk_size, cfg=walk_cfg, int64_everywhere=wide,
             split=variant.split_states)
         states_t = walk_cfg.states_t
-    elif variant.complete_in_out and kind == "segmented" and seg_cfg.seg_chunks > 1:
+    elif kind == "segmented-out" and seg_cfg.seg_chunks > 1:
         # chunk_out completes the local states as it reads them: no completion launch.
         state_launches, whole, final_state, seg = segment_state_local(
             x, B, g, w if weights else dtT, initial_state, chunk_size=chunk_size, cfg=seg_cfg,
@@ -160,7 +160,7 @@ def intermediate_traffic(dims: SSDDims, dtype: torch.dtype, chunk_size: int, arc
     if seg_cfg.pre_weights:
         cumsum += 2 * tokens * dims.nheads * 4
         cb_how = "; the cumsum's chunk-state weights written once, read once" + cb_how
-    if variant.complete_in_out and K > 1:
+    if kind == "segmented-out" and K > 1:
         # E_s in the states' dtype, written by the scan and read by chunk_out once per chunk (counted at most once
         # per chunk: an upper bound, as everywhere here).
         entries = dims.batch * dims.nheads * nchunks * dims.headdim * dims.dstate * e

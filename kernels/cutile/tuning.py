@@ -75,9 +75,9 @@ class Variant:
     against 20.7 at (4096, 64), 148.5 against 102.3 at (16384, 256); four segments slower still (explore_cutile and the
     validate of 2026-12-03 06:19, reports/published/0.1.0+20261203T061903Z-0542c80): the second segment's programs took
     longer than one walk through the whole sequence (not diagnosed).
-    ``complete_in_out``: with the segmented pass, no completion launch: chunk_out rebuilds each chunk's entry state as
-    h_c = L_c + exp2(d_c) E_s, one more C·E_sᵀ product a program (E_s, the segment's entry state, stored 16-bit by the
-    scan for 16-bit inputs), with the local walk's L_c and d_c as they are stored (the variant segmented-out).
+    "segmented-out" is the segmented pass without its completion launch: chunk_out rebuilds each chunk's entry state
+    as h_c = L_c + exp2(d_c) E_s, one more C·E_sᵀ product a program (E_s, the segment's entry state, stored in the
+    chunk states' dtype by the scan), from the local walk's L_c and d_c as they are stored.
     """
 
     state: str = "auto"
@@ -92,7 +92,6 @@ class Variant:
     pre_weights: bool | None = None
     packed_weights: bool | None = None
     walk_segments: int | None = None
-    complete_in_out: bool = False
 
     def unsupported_reason(self, dstate: int) -> str | None:
         """Why this variant cannot run a problem of this dstate (None: it can)."""
@@ -124,7 +123,7 @@ VARIANTS = {
     "walk-weighs": Variant(pre_weights=False),
     "packed-weights": Variant(packed_weights=True),
     "two-segment-walk": Variant(walk_segments=2),
-    "segmented-out": Variant(state="segmented", complete_in_out=True),
+    "segmented-out": Variant(state="segmented-out"),
 }
 
 
@@ -222,8 +221,25 @@ def chunk_cumsum_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size
     return ChunkCumsumConfig(block_h=min(_next_pow2(dims.nheads), 4))
 
 
+def _segmented_out(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> bool:
+    """Where the segmented pass, its local walks reading the cumsum's weights and chunk_out completing the chunk
+    states (no completion launch), runs instead of the serial walk: 16-bit inputs at dstate 64 and chunk 128 from 64
+    chunks, where the serial walk's grid has about one program an SM. On the H200 (batch 4, 8 heads, headdim 64, bf16,
+    eight segments of 64-wide tiles) the forward took 86.4 against 88.4 us at 8192 tokens, 152.2 against 164.5 at
+    16384, 280.4 against 314.7 at 32768, 535.9 against 613.3 at 65536 and 1055.2 against 1210.2 at 131072; at 4096
+    tokens 50.9 against 49.3 (slower), and at dstate 128 and 256 slower at every length measured (196.7 against 193.0
+    at 16384 x 128: chunk_out's extra product costs more than the walk saves there) (explore_cutile, 2026-12-03,
+    reports/published/0.1.0+20261203T092700Z-9ace4d5)."""
+    nchunks = -(-dims.seqlen // chunk_size)
+    if dtype not in (torch.bfloat16, torch.float16) or dims.dstate != 64 or chunk_size != 128 or nchunks < 64:
+        return False
+    walk = state_pass_config(arch, dims, dtype, chunk_size)
+    return _walk_programs(dims, walk.block_p, walk.block_n) >= TARGET_PROGRAMS.get(arch, TARGET_PROGRAMS["sm_90"])[0] // 2
+
+
 def state_pass_kind(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> str:
-    """"segmented" or "serial": the state pass that measured faster on the H200 for this kind of shape.
+    """"segmented-out", "segmented" or "serial": the state pass that measured faster on the H200 for this kind of
+    shape (``_segmented_out`` for the first).
 
     Whole forward, CUPTI, batch 4, 8 heads, headdim 64, chunk 128, bf16 (validation/bench/explore_cutile.py,
     2026-12-01, reports/published/0.1.0+20261201T082206Z-2fca4e2): dstate 128 to 512 serial for 16-bit inputs, the
@@ -242,6 +258,8 @@ def state_pass_kind(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: in
     nchunks = -(-dims.seqlen // chunk_size)
     if 128 <= dims.dstate <= 256 or (dims.dstate > 256 and _swapped_walk(dtype, dims)):
         return "serial"
+    if _segmented_out(arch, dims, dtype, chunk_size):
+        return "segmented-out"
     if dims.dstate <= 64 and nchunks <= 128:
         return "serial"
     if dims.dstate <= 64 and dtype in (torch.bfloat16, torch.float16):
@@ -362,6 +380,17 @@ def _segment_chunks(arch: str, dims: SSDDims, chunk_size: int, programs_per_segm
 
 
 def segment_state_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> SegmentStateConfig:
+    if _segmented_out(arch, dims, dtype, chunk_size):
+        # The local walk as the serial walk from dstate 128 (the cumsum's weights on x's rows, x and B hinted 4, two
+        # chunks a step, g and dt hinted 4), whole 64-wide states, two programs an SM, so about as many segments as
+        # give TARGET_PROGRAMS' count (eight at batch 4 and 8 heads): on the H200 within 1% of the best of 2-8 segments
+        # and 32- or 64-wide tiles from 8192 to 131072 tokens (see _segmented_out).
+        block_p, block_n = min(dims.headdim, 64), 64
+        nchunks = -(-dims.seqlen // chunk_size)
+        nseg = max(1, TARGET_PROGRAMS.get(arch, TARGET_PROGRAMS["sm_90"])[0] // _walk_programs(dims, block_p, block_n))
+        seg_chunks = max(2, _next_pow2(-(-nchunks // nseg)))
+        return SegmentStateConfig(block_p=block_p, block_n=block_n, seg_chunks=seg_chunks, latency=4, occupancy=2,
+                                  unroll=2, scalar_latency=_SCALAR_LATENCY, pre_weights=True, weigh_x=True)
     # Narrow tiles at occupancy 4, the longest segments that still give about TARGET_PROGRAMS' count (every segment adds one state of traffic to the scan and one step to its chain):
     # 64 x 32 tiles at occupancy 4 ran the local pass in 71 us at (16384 tokens, dstate 128) on the H200,
     # against 128-212 us for 64 x 64 and 64 x 128 tiles at occupancy 2 or none (explore_cutile, 2026-12-01).
