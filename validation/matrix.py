@@ -108,29 +108,26 @@ OUTSIDE_MAMBA_BASE = {**STABILITY_BASE, "batch": 1, "seqlen": 256, "dtype": "fp3
 LONG_BASE = dict(batch=1, nheads=8, headdim=64, ngroups=1, dstate=64, chunk_size=128, dtype="bf16",
                  regime="typical", seed=0)
 # The benchmark's shape (batch 4, 8 heads, one group), where our forward walks the state serially through every chunk
-# at dstate 128-512 and runs the segmented pass completed in chunk_out at dstate 64 (kernels.cutile.tuning.
-# state_pass_kind): at batch 1 the long cases above take the segmented pass with its completion launch instead, so
-# these carry the other two past 128 chunks, on the regimes that load them most. SERIAL_LONG_PLANS: the kernels each
-# plans on sm_90 (a CPU test checks them).
+# at each dstate (kernels.cutile.tuning.state_pass_kind): at batch 1 the long cases above take the segment-parallel
+# pass instead, so these carry the serial walk past 128 chunks, on the regimes that load it most. SERIAL_LONG_PLANS:
+# the kernels each plans on sm_90 (a CPU test checks them).
 SERIAL_LONG_BASE = dict(batch=4, nheads=8, headdim=64, ngroups=1, chunk_size=128, dtype="bf16", seed=0)
-SERIAL_LONG_CASES = (("segout_l65536_dstate64", dict(seqlen=2**16, dstate=64, regime="typical")),
-                     ("segout_l32768_huge_decay_dstate64", dict(seqlen=2**15, dstate=64, regime="huge_decay")),
-                     ("segout_l32768_long_memory_dstate64", dict(seqlen=2**15, dstate=64, regime="long_memory")),
-                     ("segout_l32768_large_initial_state_dstate64",
+SERIAL_LONG_CASES = (("serial_l65536_dstate64", dict(seqlen=2**16, dstate=64, regime="typical")),
+                     ("serial_l32768_huge_decay_dstate64", dict(seqlen=2**15, dstate=64, regime="huge_decay")),
+                     ("serial_l32768_long_memory_dstate64", dict(seqlen=2**15, dstate=64, regime="long_memory")),
+                     ("serial_l32768_large_initial_state_dstate64",
                       dict(seqlen=2**15, dstate=64, regime="large_initial_state", with_initial_state=True)),
                      ("serial_l65536_long_memory_dstate128", dict(seqlen=2**16, dstate=128, regime="long_memory")),
                      ("serial_l32768_huge_decay_dstate128", dict(seqlen=2**15, dstate=128, regime="huge_decay")),
                      ("serial_l32768_large_initial_state_dstate512",
                       dict(seqlen=2**15, dstate=512, regime="large_initial_state", with_initial_state=True)))
 _SERIAL = ("_chunk_cumsum_kernel", "_state_pass_kernel", "_chunk_out_kernel")
-_SEGOUT = ("_chunk_cumsum_kernel", "_state_pass_kernel", "_segment_scan_kernel", "_chunk_out_kernel")
-SERIAL_LONG_PLANS = {tag: _SEGOUT if tag.startswith("segout") else _SERIAL for tag, _ in SERIAL_LONG_CASES}
+SERIAL_LONG_PLANS = {tag: _SERIAL for tag, _ in SERIAL_LONG_CASES}
 
 
 def stability_cases() -> list[Case]:
     """Every regime in bf16 and fp32 (fp16 cannot hold the outputs of some regimes, whatever computes them),
-    ragged lengths, long sequences (at batch 1; at the benchmark's batch through our serial walk, and at dstate 64 the
-    segmented pass completed in chunk_out), x past 2**31
+    ragged lengths, long sequences (at batch 1, and at the benchmark's batch through our serial walk), x past 2**31
     elements; A > 0 and dt < 0 once each, small, in fp32 (a shape
     and dtype every implementation takes, so that what it does with the values is what the matrix records)."""
     from reference import REGIMES

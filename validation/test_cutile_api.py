@@ -415,9 +415,8 @@ def test_every_exp2_of_the_kernels_goes_through_the_one_helper() -> None:
 
 @pytest.mark.parametrize("tag,change", matrix.SERIAL_LONG_CASES, ids=[tag for tag, _ in matrix.SERIAL_LONG_CASES])
 def test_the_stability_suites_long_batch4_cases_plan_what_they_test(tag: str, change: dict) -> None:
-    """The stability cases meant to carry the serial walk (or, at dstate 64, the segmented pass completed in chunk_out)
-    past 128 chunks plan it on the H200 (sm_90): if the chooser moves them to another state pass, they no longer test
-    what their name says."""
+    """The stability cases meant to carry the serial walk past 128 chunks plan it on the H200 (sm_90): if the chooser
+    moves them to another state pass, they no longer test what their name says (SERIAL_LONG_PLANS)."""
     spec = dict(matrix.stability_cases())[tag]
     dims = SSDDims(spec.batch, spec.seqlen, spec.nheads, spec.headdim, spec.ngroups, spec.dstate)
     meta = meta_inputs(SpecClass(dims, torch.bfloat16, spec.chunk_size, spec.with_D, spec.with_initial_state))

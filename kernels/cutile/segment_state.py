@@ -25,8 +25,8 @@ scan's elementwise one, STEP chunks per load.
 
 The states buffer then holds every chunk's true entry state, as the serial pass leaves it, so
 chunk_out is the same for all. ``segment_state_local`` stops after the scan: chunk_out then completes each L_c as
-it reads it, by one more product C·E_sᵀ (E_s stored in the chunk states' dtype), the default at dstate 64 from 64
-chunks (kernels.cutile.tuning.state_pass_kind). (An earlier rebuild inside chunk_out, forming h_c as it loaded
+it reads it, by one more product C·E_sᵀ (E_s stored in the chunk states' dtype): the variant segmented-out
+(kernels.cutile.tuning._segmented_out says where it measured faster). (An earlier rebuild inside chunk_out, forming h_c as it loaded
 the states, measured 80-300 us slower per call there than this pass costs, on the H200. So did a second walk from
 each segment's entry that writes h_c directly, the chunk states then crossing memory once instead of
 three times: at 16384 tokens 270 vs 264 us for the whole forward at dstate 128 and 733 vs 722 us at

@@ -223,8 +223,10 @@ def chunk_cumsum_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size
 
 def _segmented_out(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> bool:
     """Where the segmented pass, its local walks reading the cumsum's weights and chunk_out completing the chunk
-    states (no completion launch), runs instead of the serial walk: 16-bit inputs at dstate 64 and chunk 128 from 64
-    chunks, where the serial walk's grid has about one program an SM. On the H200 (batch 4, 8 heads, headdim 64, bf16,
+    states (no completion launch, the variant segmented-out), measured faster than the serial walk: 16-bit inputs at
+    dstate 64 and chunk 128 from 64 chunks, where the serial walk's grid has about one program an SM. Not yet the
+    default (``state_pass_kind``): its stability cases on hostile inputs have not run on a GPU; it chooses the
+    segmented pass's tiles there (``segment_state_config``). On the H200 (batch 4, 8 heads, headdim 64, bf16,
     eight segments of 64-wide tiles) the forward took 86.4 against 88.4 us at 8192 tokens, 152.2 against 164.5 at
     16384, 280.4 against 314.7 at 32768, 535.9 against 613.3 at 65536 and 1055.2 against 1210.2 at 131072; at 4096
     tokens 50.9 against 49.3 (slower), and at dstate 128 and 256 slower at every length measured (196.7 against 193.0
@@ -238,8 +240,8 @@ def _segmented_out(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int
 
 
 def state_pass_kind(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> str:
-    """"segmented-out", "segmented" or "serial": the state pass that measured faster on the H200 for this kind of
-    shape (``_segmented_out`` for the first).
+    """"segmented" or "serial": the state pass that measured faster on the H200 for this kind of shape (but see
+    ``_segmented_out``).
 
     Whole forward, CUPTI, batch 4, 8 heads, headdim 64, chunk 128, bf16 (validation/bench/explore_cutile.py,
     2026-12-01, reports/published/0.1.0+20261201T082206Z-2fca4e2): dstate 128 to 512 serial for 16-bit inputs, the
@@ -258,8 +260,6 @@ def state_pass_kind(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: in
     nchunks = -(-dims.seqlen // chunk_size)
     if 128 <= dims.dstate <= 256 or (dims.dstate > 256 and _swapped_walk(dtype, dims)):
         return "serial"
-    if _segmented_out(arch, dims, dtype, chunk_size):
-        return "segmented-out"
     if dims.dstate <= 64 and nchunks <= 128:
         return "serial"
     if dims.dstate <= 64 and dtype in (torch.bfloat16, torch.float16):
