@@ -32,6 +32,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -125,6 +126,14 @@ class Stop:
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+
+    def wait(self, timeout: float) -> bool:
+        """Whether a signal has arrived, waiting up to ``timeout`` seconds for one (a handler runs in the main thread,
+        so another thread can see the signal's effects, a child it killed, before the handler has run)."""
+        deadline = time.monotonic() + timeout
+        while self.signum is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return self.signum is not None
 
     def raise_if_stopped(self) -> None:
         """:class:`Interrupted` once a signal has arrived, for callers that stop by that exception."""

@@ -286,6 +286,12 @@ class _Progress:
         return records
 
 
+# How a child ends when SIGINT or SIGTERM stops it (killed by the signal, or exiting 128 + its number), and how long
+# this process waits for the same signal to reach its own handler before calling such an end a crash.
+_STOPPED_BY_SIGNAL = frozenset(code for sig in (signal.SIGINT, signal.SIGTERM) for code in (-sig, 128 + sig))
+_GROUP_SIGNAL_GRACE_S = 2.0
+
+
 def _run_in_children(tasks: list[Task], log, env: dict[str, str] | None = None, *, stop: isolated.Stop | None = None,
                      done=None) -> list[CaseRecord]:
     """Run tasks in a child process (``env`` added to its environment); on a crash record it and go on
@@ -320,6 +326,11 @@ def _run_in_children(tasks: list[Task], log, env: dict[str, str] | None = None, 
                 returncode = child.wait()
             finally:
                 stop.discard(child)
+            if returncode in _STOPPED_BY_SIGNAL and stop.signum is None:
+                # Ctrl-C reaches the whole process group at once: the child may die of it before this process's
+                # handler has run (in the main thread). Its case was interrupted, not crashed: give the handler a
+                # moment to say so.
+                stop.wait(_GROUP_SIGNAL_GRACE_S)
             for record in progress.new_records():
                 keep(record)
                 finished += 1
