@@ -109,8 +109,7 @@ LONG_BASE = dict(batch=1, nheads=8, headdim=64, ngroups=1, dstate=64, chunk_size
                  regime="typical", seed=0)
 # The benchmark's shape (batch 4, 8 heads, one group), where our forward walks the state serially through every chunk
 # at each dstate (kernels.cutile.tuning.state_pass_kind): at batch 1 the long cases above take the segment-parallel
-# pass instead, so these carry the serial walk past 128 chunks, on the regimes that load it most. SERIAL_LONG_PLANS:
-# the kernels each plans on sm_90 (a CPU test checks them).
+# pass instead, so these carry the serial walk past 128 chunks, on the regimes that load it most.
 SERIAL_LONG_BASE = dict(batch=4, nheads=8, headdim=64, ngroups=1, chunk_size=128, dtype="bf16", seed=0)
 SERIAL_LONG_CASES = (("serial_l65536_dstate64", dict(seqlen=2**16, dstate=64, regime="typical")),
                      ("serial_l32768_huge_decay_dstate64", dict(seqlen=2**15, dstate=64, regime="huge_decay")),
@@ -121,8 +120,6 @@ SERIAL_LONG_CASES = (("serial_l65536_dstate64", dict(seqlen=2**16, dstate=64, re
                      ("serial_l32768_huge_decay_dstate128", dict(seqlen=2**15, dstate=128, regime="huge_decay")),
                      ("serial_l32768_large_initial_state_dstate512",
                       dict(seqlen=2**15, dstate=512, regime="large_initial_state", with_initial_state=True)))
-_SERIAL = ("_chunk_cumsum_kernel", "_state_pass_kernel", "_chunk_out_kernel")
-SERIAL_LONG_PLANS = {tag: _SERIAL for tag, _ in SERIAL_LONG_CASES}
 
 
 def stability_cases() -> list[Case]:
