@@ -107,24 +107,26 @@ STABILITY_BASE = {**BASE, "seqlen": 1024}  # a multiple of the chunk, so that ev
 OUTSIDE_MAMBA_BASE = {**STABILITY_BASE, "batch": 1, "seqlen": 256, "dtype": "fp32"}
 LONG_BASE = dict(batch=1, nheads=8, headdim=64, ngroups=1, dstate=64, chunk_size=128, dtype="bf16",
                  regime="typical", seed=0)
-# The benchmark's shape (batch 4, 8 heads, one group), where our forward walks the state serially through every chunk
-# at each dstate (kernels.cutile.tuning.state_pass_kind): at batch 1 the long cases above take the segment-parallel
-# pass instead, so these carry the serial walk past 128 chunks, on the regimes that load it most.
-SERIAL_LONG_BASE = dict(batch=4, nheads=8, headdim=64, ngroups=1, chunk_size=128, dtype="bf16", seed=0)
-SERIAL_LONG_CASES = (("serial_l65536_dstate64", dict(seqlen=2**16, dstate=64, regime="typical")),
-                     ("serial_l32768_huge_decay_dstate64", dict(seqlen=2**15, dstate=64, regime="huge_decay")),
-                     ("serial_l32768_long_memory_dstate64", dict(seqlen=2**15, dstate=64, regime="long_memory")),
-                     ("serial_l32768_large_initial_state_dstate64",
-                      dict(seqlen=2**15, dstate=64, regime="large_initial_state", with_initial_state=True)),
-                     ("serial_l65536_long_memory_dstate128", dict(seqlen=2**16, dstate=128, regime="long_memory")),
-                     ("serial_l32768_huge_decay_dstate128", dict(seqlen=2**15, dstate=128, regime="huge_decay")),
-                     ("serial_l32768_large_initial_state_dstate512",
-                      dict(seqlen=2**15, dstate=512, regime="large_initial_state", with_initial_state=True)))
+# The benchmark's shape (batch 4, 8 heads, one group), where our forward takes another state pass than at batch 1
+# (kernels.cutile.tuning.state_pass_kind): at dstate 64 from 64 chunks the segmented pass completed in chunk_out
+# ("segout_" cases), at dstate 128 and 512 the serial walk ("serial_"); at batch 1 the long cases above take the
+# segment-parallel pass with its completion launch instead. These carry both past 128 chunks, on the regimes that
+# load them most (a CPU test checks that each tag's prefix names the pass it plans).
+BENCH_LONG_BASE = dict(batch=4, nheads=8, headdim=64, ngroups=1, chunk_size=128, dtype="bf16", seed=0)
+BENCH_LONG_CASES = (("segout_l65536_dstate64", dict(seqlen=2**16, dstate=64, regime="typical")),
+                    ("segout_l32768_huge_decay_dstate64", dict(seqlen=2**15, dstate=64, regime="huge_decay")),
+                    ("segout_l32768_long_memory_dstate64", dict(seqlen=2**15, dstate=64, regime="long_memory")),
+                    ("segout_l32768_large_initial_state_dstate64",
+                     dict(seqlen=2**15, dstate=64, regime="large_initial_state", with_initial_state=True)),
+                    ("serial_l65536_long_memory_dstate128", dict(seqlen=2**16, dstate=128, regime="long_memory")),
+                    ("serial_l32768_huge_decay_dstate128", dict(seqlen=2**15, dstate=128, regime="huge_decay")),
+                    ("serial_l32768_large_initial_state_dstate512",
+                     dict(seqlen=2**15, dstate=512, regime="large_initial_state", with_initial_state=True)))
 
 
 def stability_cases() -> list[Case]:
     """Every regime in bf16 and fp32 (fp16 cannot hold the outputs of some regimes, whatever computes them),
-    ragged lengths, long sequences (at batch 1, and at the benchmark's batch through our serial walk), x past 2**31
+    ragged lengths, long sequences (at batch 1, and at the benchmark's batch through our serial walk and segmented pass), x past 2**31
     elements; A > 0 and dt < 0 once each, small, in fp32 (a shape
     and dtype every implementation takes, so that what it does with the values is what the matrix records)."""
     from reference import REGIMES
@@ -136,7 +138,7 @@ def stability_cases() -> list[Case]:
     cases += [_spec(f"l{n}_ragged", STABILITY_BASE, seqlen=n) for n in (1, 127, 129, 1009)]
     cases += [_spec("l1009_huge_decay_ragged", STABILITY_BASE, seqlen=1009, regime="huge_decay")]
     cases += [_spec(f"long_l{n}", LONG_BASE, seqlen=n) for n in (2**16, 2**18, 2**20)]
-    cases += [_spec(tag, SERIAL_LONG_BASE, **change) for tag, change in SERIAL_LONG_CASES]
+    cases += [_spec(tag, BENCH_LONG_BASE, **change) for tag, change in BENCH_LONG_CASES]
     cases += [_spec("x_past_2pow31_elements", LONG_BASE, seqlen=2**21 + 128, nheads=16, dstate=16)]
     return cases
 

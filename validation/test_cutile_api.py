@@ -124,14 +124,17 @@ def test_the_walk_hints_its_g_and_dt_loads_for_16_bit_inputs(dtype, dstate, hint
     assert walk.args[names.index("SCALAR_LATENCY")] == hint
 
 
-@pytest.mark.parametrize("dtype,dstate,pre_weights,weigh_x", [
-    (torch.bfloat16, 64, False, False), (torch.bfloat16, 128, True, True), (torch.bfloat16, 512, True, False),
-    (torch.float32, 128, False, False)])
-def test_the_walk_reads_the_weights_the_cumsum_precomputed_where_the_chooser_says(dtype, dstate, pre_weights,
+@pytest.mark.parametrize("dtype,seqlen,dstate,pre_weights,weigh_x", [
+    (torch.bfloat16, 4096, 64, False, False), (torch.bfloat16, 16384, 64, True, True),
+    (torch.bfloat16, 16384, 128, True, True), (torch.bfloat16, 16384, 512, True, False),
+    (torch.float32, 16384, 128, False, False)])
+def test_the_walk_reads_the_weights_the_cumsum_precomputed_where_the_chooser_says(dtype, seqlen, dstate, pre_weights,
                                                                                    weigh_x) -> None:
     # pre_weights: the cumsum writes w = exp2(g_last - g) * dt and the walk reads it in dt's place; weigh_x: the walk
-    # puts it on x's rows. Both measured faster on the H200 for bf16 from dstate 128 (weigh_x unswapped only).
-    x, dt, A, B, C, D, h0 = meta_inputs(SpecClass(SSDDims(4, 16384, 8, 64, 1, dstate), dtype, 128, True, False))
+    # puts it on x's rows. Both measured faster on the H200 for bf16 from dstate 128 (weigh_x unswapped only), and at
+    # dstate 64 from 64 chunks, where the default is the segmented pass completed in chunk_out, whose local walk
+    # reads them (below 64 chunks the serial walk weighs B itself).
+    x, dt, A, B, C, D, h0 = meta_inputs(SpecClass(SSDDims(4, seqlen, 8, 64, 1, dstate), dtype, 128, True, False))
     launches, _, _ = cutile_api.plan_forward(x, dt, A, B, C, D, h0, chunk_size=128, arch="sm_90")
     cumsum, walk = launches[0], next(la for la in launches if la.kernel._pyfunc.__name__ == "_state_pass_kernel")
     cumsum_names = list(inspect.signature(cumsum.kernel._pyfunc).parameters)
@@ -144,21 +147,22 @@ def test_the_walk_reads_the_weights_the_cumsum_precomputed_where_the_chooser_say
     chunk_out = launches[-1]
     assert chunk_out.args[list(inspect.signature(chunk_out.kernel._pyfunc).parameters).index("dtT")] is (
         cumsum.args[cumsum_names.index("dtT")]), "chunk_out reads dt itself"
-    # The ablation walk-weighs: the walk computes its own weights, with the tiles chosen for that.
+    # The ablation walk-weighs: the serial walk computes its own weights, with the tiles chosen for that.
     launches, _, _ = cutile_api.plan_forward(x, dt, A, B, C, D, h0, chunk_size=128, arch="sm_90",
-                                             variant=VARIANTS["walk-weighs"])
+                                             variant=dataclasses.replace(VARIANTS["walk-weighs"], state="serial"))
     cumsum, walk = launches[0], next(la for la in launches if la.kernel._pyfunc.__name__ == "_state_pass_kernel")
     assert cumsum.args[cumsum_names.index("WEIGHTS")] is False
     assert walk.args[walk_names.index("PRE_WEIGHTS")] is False and walk.args[walk_names.index("WEIGH_X")] is False
     assert walk.args[walk_names.index("dtT")] is cumsum.args[cumsum_names.index("dtT")]
-    old = tuning.state_pass_config("sm_90", SSDDims(4, 16384, 8, 64, 1, dstate), dtype, 128, pre_weights=False)
+    old = tuning.state_pass_config("sm_90", SSDDims(4, seqlen, 8, 64, 1, dstate), dtype, 128, pre_weights=False)
     assert walk.args[walk_names.index("BLOCK_N")] == old.block_n
 
 
 @pytest.mark.parametrize("dstate", [64, 128, 512])
 def test_the_packed_weights_variant_changes_only_how_the_walk_multiplies(dstate: int) -> None:
-    # packed-weights: the walk's weighted operand multiplied in bf16; the default keeps the fp32 product.
-    spec = SpecClass(SSDDims(4, 16384, 8, 64, 1, dstate), torch.bfloat16, 128, True, False)
+    # packed-weights: the walk's weighted operand multiplied in bf16; the default keeps the fp32 product. 4096 tokens:
+    # the serial walk at every dstate (at dstate 64 from 64 chunks the default is the segmented pass).
+    spec = SpecClass(SSDDims(4, 4096, 8, 64, 1, dstate), torch.bfloat16, 128, True, False)
     plans = {name: cutile_api.plan_forward(*meta_inputs(spec), chunk_size=128, arch="sm_90",
                                            variant=VARIANTS[name])[0] for name in ("default", "packed-weights")}
     walks = {name: next(la for la in launches if la.kernel._pyfunc.__name__ == "_state_pass_kernel")
@@ -345,13 +349,14 @@ def test_cb_shared_variant_plans_one_program_per_group_of_heads_and_refuses_what
 
 
 def test_launch_names_are_the_plan_of_the_variant_on_meta_tensors() -> None:
-    # What the benchmark names our per-kernel times by: the default at dstate 64 past 128 chunks (serial for bf16 at
-    # the benchmark's batch 4 and 8 heads; segmented with a quarter of the walk's programs, or for fp32), the
-    # segmented variant's five kernels; real-sized inputs are planned on the meta device, nothing allocated.
-    serial = ["_chunk_cumsum_kernel", "_state_pass_kernel", "_chunk_out_kernel"]
+    # What the benchmark names our per-kernel times by: the default at dstate 64 past 128 chunks (for bf16 at the
+    # benchmark's batch 4 and 8 heads, the segmented pass completed in chunk_out; segmented with its completion launch
+    # with a quarter of the walk's programs, or for fp32), the segmented variant's five kernels; real-sized inputs
+    # are planned on the meta device, nothing allocated.
+    segout = ["_chunk_cumsum_kernel", "_state_pass_kernel", "_segment_scan_kernel", "_chunk_out_kernel"]
     segmented = ["_chunk_cumsum_kernel", "_state_pass_kernel", "_segment_scan_kernel", "_segment_apply_kernel",
                  "_chunk_out_kernel"]
-    for batch, dtype, default in ((4, torch.bfloat16, serial), (1, torch.bfloat16, segmented),
+    for batch, dtype, default in ((4, torch.bfloat16, segout), (1, torch.bfloat16, segmented),
                                   (4, torch.float32, segmented)):
         spec = SpecClass(SSDDims(batch, 32768, 8, 64, 1, 64), dtype, 128, True, False)
         x, dt, A, B, C, D, h0 = meta_inputs(spec)
@@ -413,16 +418,19 @@ def test_every_exp2_of_the_kernels_goes_through_the_one_helper() -> None:
     assert not bare, f"ct.exp2 called outside kernels.cutile._launch.exp2 at {bare}"
 
 
-@pytest.mark.parametrize("tag,change", matrix.SERIAL_LONG_CASES, ids=[tag for tag, _ in matrix.SERIAL_LONG_CASES])
-def test_the_stability_suites_serial_long_cases_plan_the_serial_walk(tag: str, change: dict) -> None:
-    """The stability cases meant to carry the serial walk past 128 chunks plan it on the H200 (sm_90): if the chooser
-    moves them to another state pass, they no longer test what their name says."""
+@pytest.mark.parametrize("tag,change", matrix.BENCH_LONG_CASES, ids=[tag for tag, _ in matrix.BENCH_LONG_CASES])
+def test_the_stability_suites_long_cases_at_batch_4_plan_the_pass_their_name_says(tag: str, change: dict) -> None:
+    """The stability cases meant to carry the serial walk ("serial_") or the segmented pass completed in chunk_out
+    ("segout_") past 128 chunks plan it on the H200 (sm_90): if the chooser moves them to another state pass, they
+    no longer test what their name says."""
     spec = dict(matrix.stability_cases())[tag]
     dims = SSDDims(spec.batch, spec.seqlen, spec.nheads, spec.headdim, spec.ngroups, spec.dstate)
     meta = meta_inputs(SpecClass(dims, torch.bfloat16, spec.chunk_size, spec.with_D, spec.with_initial_state))
     assert spec.dtype == "bf16"
     names = cutile_api.launch_names(*meta, chunk_size=spec.chunk_size, arch="sm_90")
-    assert names == ["_chunk_cumsum_kernel", "_state_pass_kernel", "_chunk_out_kernel"], names
+    plans = {"serial": ["_chunk_cumsum_kernel", "_state_pass_kernel", "_chunk_out_kernel"],
+             "segout": ["_chunk_cumsum_kernel", "_state_pass_kernel", "_segment_scan_kernel", "_chunk_out_kernel"]}
+    assert names == plans[tag.split("_")[0]], names
     assert -(-spec.seqlen // spec.chunk_size) > 128
 
 
