@@ -49,7 +49,7 @@ def _causal_decay(g_col, BLOCK):
 
 
 def _diagonal_in_halves(x, dtT, g, D, y, acc, cb, b, head, row_block, p_tile, BLOCK_M, BLOCK_P, HAS_D, LATENCY,
-                        MMA_DTYPE, TMA_Y):
+                        MMA_DTYPE):
     """The diagonal block's rows as two halves of H = BLOCK_M/2 rows: ``acc`` (C·hᵀ, already decayed) plus the
     causal part. The upper half sees only its own H x H triangle; the lower half sees the upper half's columns, all
     in its past, with the decay factorized through the upper half's last cumsum g_e (exp2(g_i - g_e) *
@@ -79,12 +79,12 @@ def _diagonal_in_halves(x, dtT, g, D, y, acc, cb, b, head, row_block, p_tile, BL
         d = ct.load(D, (head,), shape=(1,)).reshape((1, 1))
         top = top + d * X0.astype(ct.float32)
         bottom = bottom + d * X1.astype(ct.float32)
-    ct.store(y, (b, halves[0], head, p_tile), top.reshape((1, H, 1, BLOCK_P)).astype(y.dtype), allow_tma=TMA_Y)
-    ct.store(y, (b, halves[1], head, p_tile), bottom.reshape((1, H, 1, BLOCK_P)).astype(y.dtype), allow_tma=TMA_Y)
+    ct.store(y, (b, halves[0], head, p_tile), top.reshape((1, H, 1, BLOCK_P)).astype(y.dtype))
+    ct.store(y, (b, halves[1], head, p_tile), bottom.reshape((1, H, 1, BLOCK_P)).astype(y.dtype))
 
 
 def _rows_out(x, B, C, g, dtT, D, y, acc, cb, b, head, group, row_block, chunk, m, p_tile, ntiles,
-              CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, SPLIT_DIAG, LATENCY, MMA_DTYPE, TMA_Y):
+              CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, SPLIT_DIAG, LATENCY, MMA_DTYPE):
     """One head's BLOCK_M x BLOCK_P block of y, from ``acc`` = C·hᵀ of its entry state (not yet decayed)
     and, with C_ONCE, ``cb`` = the diagonal C·Bᵀ block (else built here)."""
     M_PER_CHUNK = CHUNK // BLOCK_M
@@ -119,7 +119,7 @@ def _rows_out(x, B, C, g, dtT, D, y, acc, cb, b, head, group, row_block, chunk, 
         cb = _cb_block(B, C, b, row_block, group, ntiles, BLOCK_M, BLOCK_N, LATENCY, MMA_DTYPE)
     if SPLIT_DIAG:
         _diagonal_in_halves(x, dtT, g, D, y, acc, cb, b, head, row_block, p_tile, BLOCK_M, BLOCK_P, HAS_D, LATENCY,
-                            MMA_DTYPE, TMA_Y)
+                            MMA_DTYPE)
     else:
         decay = _causal_decay(g_m, BLOCK_M)
         dt_m = ct.load(dtT, (b, head, row_block), shape=(1, 1, BLOCK_M)).reshape((1, BLOCK_M))
@@ -130,8 +130,7 @@ def _rows_out(x, B, C, g, dtT, D, y, acc, cb, b, head, group, row_block, chunk, 
         acc = ct.mma((cb.astype(ct.float32) * decay * dt_m).astype(MMA_DTYPE), Xm.astype(MMA_DTYPE), acc)
         if HAS_D:
             acc = acc + ct.load(D, (head,), shape=(1,)).reshape((1, 1)) * Xm.astype(ct.float32)
-        ct.store(y, (b, row_block, head, p_tile), acc.reshape((1, BLOCK_M, 1, BLOCK_P)).astype(y.dtype),
-                 allow_tma=TMA_Y)
+        ct.store(y, (b, row_block, head, p_tile), acc.reshape((1, BLOCK_M, 1, BLOCK_P)).astype(y.dtype))
 
 
 def _chunk_cb_kernel(
@@ -177,15 +176,13 @@ def _chunk_out_kernel(
     SPLIT_DIAG: ct.Constant[bool],
     SEG_CHUNKS: ct.Constant[int],
     LATENCY: ct.Constant[int],
-    TMA_Y: ct.Constant[bool],
 ):
     """Grid (cdiv(seqlen, BLOCK_M) * nheads/BLOCK_H * headdim/BLOCK_P, batch): BLOCK_M rows x BLOCK_P
     columns of y for BLOCK_H heads of one group of one sequence; row blocks are slowest, so the heads
     sharing a group's B and C run together. The BLOCK_H heads share one C·Bᵀ block (C_ONCE); with
     CB_BUFFER (one row block per chunk) the block comes from ``_chunk_cb_kernel``'s buffer instead. SEG_CHUNKS (> 0,
     one head a program): ``states`` holds the segmented pass's local states L_c, completed here into the entry states
-    h_c = L_c + exp2(d_c) E_s (segments of SEG_CHUNKS chunks) by one more product, C·E_sᵀ, before the C·L_cᵀ loop.
-    TMA_Y False: y is stored by the program's own threads from registers, not staged through shared memory for TMA."""
+    h_c = L_c + exp2(d_c) E_s (segments of SEG_CHUNKS chunks) by one more product, C·E_sᵀ, before the C·L_cᵀ loop."""
     # Tensor-core operand dtypes: bf16/fp16 as they come (HGMMA on sm_90); fp32 is cast to tf32 on
     # purpose, since an fp32 ct.mma takes no tensor core path.
     MMA_DTYPE = ct.static_eval(ct.tfloat32 if x.dtype == ct.float32 else x.dtype)
@@ -232,12 +229,12 @@ def _chunk_out_kernel(
                      latency=LATENCY).reshape((BLOCK_M, BLOCK_M))
     if BLOCK_H == 1:
         _rows_out(x, B, C, g, dtT, D, y, acc, cb, b, head0, group, row_block, chunk, m, p_tile, ntiles,
-                  CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, SPLIT_DIAG, LATENCY, MMA_DTYPE, TMA_Y)
+                  CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, SPLIT_DIAG, LATENCY, MMA_DTYPE)
     else:
         # Held across the heads in the operand dtype it is rounded to at its use anyway: half the registers.
         cb_shared = cb.astype(MMA_DTYPE)
         _rows_out(x, B, C, g, dtT, D, y, acc, cb_shared, b, head0, group, row_block, chunk, m, p_tile, ntiles,
-                  CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, SPLIT_DIAG, LATENCY, MMA_DTYPE, TMA_Y)
+                  CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, SPLIT_DIAG, LATENCY, MMA_DTYPE)
         for hh in range(1, BLOCK_H):
             acc = ct.zeros((BLOCK_M, BLOCK_P), dtype=ct.float32)
             for n in range(ntiles):
@@ -246,7 +243,7 @@ def _chunk_out_kernel(
                 hT = _state_t(states, b, head0 + hh, chunk, p_tile, n, BLOCK_P, BLOCK_N, STATES_T)
                 acc = ct.mma(Cm.astype(STATE_MMA_DTYPE), hT.astype(STATE_MMA_DTYPE), acc)
             _rows_out(x, B, C, g, dtT, D, y, acc, cb_shared, b, head0 + hh, group, row_block, chunk, m, p_tile,
-                      ntiles, CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, SPLIT_DIAG, LATENCY, MMA_DTYPE, TMA_Y)
+                      ntiles, CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, SPLIT_DIAG, LATENCY, MMA_DTYPE)
 
 
 def _chunk_out_args(x, B, C, g, dtT, states, D, cbuf, seg_entry, chunk_decay, y, cfg: ChunkOutConfig, chunk_size: int,
@@ -275,7 +272,6 @@ def _chunk_out_args(x, B, C, g, dtT, states, D, cbuf, seg_entry, chunk_decay, y,
         cfg.split_diag and cfg.whole_chunks(chunk_size),
         seg_chunks,
         cfg.latency,
-        cfg.tma_y,
     )
 
 

@@ -140,8 +140,7 @@ def segment_entries(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torc
                            block_n=cfg.block_n, seg_chunks=seg_chunks, from_entry=False, store_states=False,
                            store_decay=False, store_end=True, latency=cfg.latency, swap_ab=cfg.swap_ab,
                            unroll=cfg.unroll if seg_chunks % cfg.unroll == 0 else 1,
-                           scalar_latency=cfg.scalar_latency, packed_weights=cfg.packed_weights,
-                           decoupled=cfg.decoupled, tma_x=cfg.tma_x, tma_states=cfg.tma_states)
+                           scalar_latency=cfg.scalar_latency, packed_weights=cfg.packed_weights)
     local = plan_launch(_state_pass_kernel, walk_grid(x, B, nseg, cfg.block_p, cfg.block_n), local_args,
                         occupancy=cfg.occupancy, int64_everywhere=int64_everywhere)
     scan = _plan_scan(seg_state, seg_decay, initial_state, seg_entry, final_state, scan_cfg, int64_everywhere)
@@ -205,8 +204,7 @@ def _segment_pass(x, B, g, dtT, initial_state, *, chunk_size: int, cfg: SegmentS
                            block_n=cfg.block_n, seg_chunks=K, from_entry=False, store_states=not chunked,
                            store_decay=not chunked, store_end=True, latency=cfg.latency, swap_ab=cfg.swap_ab,
                            unroll=cfg.unroll, scalar_latency=cfg.scalar_latency,
-                           pre_weights=cfg.pre_weights, weigh_x=cfg.weigh_x, packed_weights=cfg.packed_weights,
-                           decoupled=cfg.decoupled, tma_x=cfg.tma_x, tma_states=cfg.tma_states)
+                           pre_weights=cfg.pre_weights, weigh_x=cfg.weigh_x, packed_weights=cfg.packed_weights)
     local = plan_launch(_state_pass_kernel, walk_grid(x, B, nseg, cfg.block_p, cfg.block_n), local_args,
                         occupancy=cfg.occupancy, int64_everywhere=int64_everywhere)
 

@@ -52,16 +52,14 @@ def _weigh(Bc, gc, dtc, CHUNK, MMA_DTYPE):
 
 
 def _chunk_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile, CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE,
-                 SCALAR_LATENCY, PRE_WEIGHTS, WEIGH_X, PACKED_WEIGHTS, TMA_X):
+                 SCALAR_LATENCY, PRE_WEIGHTS, WEIGH_X, PACKED_WEIGHTS):
     """One chunk's X (CHUNK, BLOCK_P) and B (CHUNK, BLOCK_N) in the matmul dtype, one of them weighted per token
     (``_weights``: B's rows, or x's with WEIGH_X), and g_last: all that a step of the walk needs besides the carried
     state."""
     # Rows past seqlen load as zeros: with dt = 0 there too, the ragged tail adds nothing; a chunk past the
     # sequence's end loads g = 0 and dt = 0 as well (a step that changes nothing).
-    # TMA_X False: x's tile is loaded by the program's own threads into registers (where it is weighted), not through
-    # shared memory by TMA.
     X = ct.load(x, (b, chunk, head, p_tile), shape=(1, CHUNK, 1, BLOCK_P),
-                padding_mode=ct.PaddingMode.ZERO, latency=LATENCY, allow_tma=TMA_X).reshape((CHUNK, BLOCK_P))
+                padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((CHUNK, BLOCK_P))
     Bc = ct.load(B, (b, chunk, group, n_tile), shape=(1, CHUNK, 1, BLOCK_N),
                  padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((CHUNK, BLOCK_N))
     # The per-token g and dt rows: a latency hint of their own (0: the compiler's choice).
@@ -126,41 +124,27 @@ def _prefix_state(x, B, g, dtT, seg_entry, b, head, group, p_tile, n_tile, t0, t
 
 
 def _store_entry(states, chunk_decay, h, decay, b, head, chunk, t0, t1, SHAPE5, STATES_ORDER, STORE_STATES,
-                 STORE_DECAY, TMA_STATES):
-    """What the walk records at a chunk's entry: its state and, for a segment's local walk, its decay so far.
-    TMA_STATES False: the state is stored by the program's own threads from registers, not staged through shared
-    memory for a TMA store."""
+                 STORE_DECAY):
+    """What the walk records at a chunk's entry: its state and, for a segment's local walk, its decay so far."""
     if STORE_STATES:
-        ct.store(states, (b, head, chunk, t0, t1), h.reshape(SHAPE5).astype(states.dtype), order=STATES_ORDER,
-                 allow_tma=TMA_STATES)
+        ct.store(states, (b, head, chunk, t0, t1), h.reshape(SHAPE5).astype(states.dtype), order=STATES_ORDER)
     if STORE_DECAY:
         # Every state tile of the head stores the same d_c: identical values, so the duplicates are benign.
         ct.store(chunk_decay, (b, head, chunk), decay.reshape((1, 1, 1)))
 
 
 def _step(states, chunk_decay, h, decay, X, Bw, g_last, b, head, chunk, t0, t1, SHAPE5, STATES_ORDER,
-          STORE_STATES, STORE_DECAY, SWAP_AB, MMA_DTYPE, TMA_STATES):
+          STORE_STATES, STORE_DECAY, SWAP_AB, MMA_DTYPE):
     """Record the chunk's entry, then carry h and the decay through the chunk: h_next = exp2(g_last) h + Xᵀ Bw
     (its transpose with SWAP_AB)."""
     _store_entry(states, chunk_decay, h, decay, b, head, chunk, t0, t1, SHAPE5, STATES_ORDER, STORE_STATES,
-                 STORE_DECAY, TMA_STATES)
+                 STORE_DECAY)
     if SWAP_AB:
         h = ct.mma(Bw.transpose(), X, h * exp2(g_last).reshape((1, 1)))
     else:
         h = ct.mma(X.transpose(), Bw, h * exp2(g_last).reshape((1, 1)))
     # A sum of non-positive numbers: stays <= 0 under rounding.
     return h, decay + g_last
-
-
-def _contribution(X, Bw, SHAPE, SWAP_AB):
-    """A chunk's own contribution to the carried state, Xᵀ Bw (its transpose with SWAP_AB), in a fresh fp32
-    accumulator: nothing in it waits on the carried state."""
-    acc = ct.zeros(SHAPE, dtype=ct.float32)
-    if SWAP_AB:
-        acc = ct.mma(Bw.transpose(), X, acc)
-    else:
-        acc = ct.mma(X.transpose(), Bw, acc)
-    return acc
 
 
 def _state_pass_kernel(
@@ -190,9 +174,6 @@ def _state_pass_kernel(
     WEIGH_X: ct.Constant[bool],
     PACKED_WEIGHTS: ct.Constant[bool],
     PREFIX: ct.Constant[bool],
-    DECOUPLED: ct.Constant[bool],
-    TMA_X: ct.Constant[bool],
-    TMA_STATES: ct.Constant[bool],
 ):
     """Grid (nseg * nheads * headdim/BLOCK_P * dstate/BLOCK_N, batch): one (BLOCK_P, BLOCK_N) tile of one
     head's state, carried in fp32 registers through the chunks of one segment, from the segment's entry
@@ -206,12 +187,7 @@ def _state_pass_kernel(
     weight goes on x's rows instead of B's. PACKED_WEIGHTS: for bf16 inputs the weighted operand is multiplied in bf16,
     the weight rounded to it. PREFIX: the serial walk in segments (the variant two-segment-walk): each segment starts
     from ``seg_entry``'s one entry state summed through the chunks before it (``_prefix_state``), and only the last
-    segment stores the end state. DECOUPLED: each chunk's contribution Xᵀ Bw is its own matmul into a fresh
-    accumulator, added to the decayed state afterwards (h_next = exp2(g_last) h + U), so that no matmul waits on the
-    carried state: the chain from chunk to chunk is one multiply-add a element, and with UNROLL 2 both chunks'
-    matmuls are issued before either is added (without it the matmul accumulates onto the decayed state, and each
-    waits for the step before). TMA_X, TMA_STATES: x's tiles loaded, and the chunk states stored, by TMA (through
-    shared memory) or, when False, by the program's own threads."""
+    segment stores the end state."""
     # bf16/fp16 operands run on the tensor cores as they are (HGMMA on sm_90); fp32 operands are cast
     # to tf32 on purpose: an fp32 ct.mma takes no tensor core path and spills.
     MMA_DTYPE = ct.static_eval(ct.tfloat32 if x.dtype == ct.float32 else x.dtype)
@@ -253,44 +229,26 @@ def _state_pass_kernel(
     # which leave h and the decay as they are) and are not stored.
     for step in range((min(SEG_CHUNKS, nchunks - first) + UNROLL - 1) // UNROLL):
         chunk = first + step * UNROLL
-        if DECOUPLED:
-            X0, Bw0, g_last0 = _chunk_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile,
-                                            CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY, PRE_WEIGHTS,
-                                            WEIGH_X, PACKED_WEIGHTS, TMA_X)
-            U0 = _contribution(X0, Bw0, SHAPE, SWAP_AB)
-            if UNROLL == 2:
-                X1, Bw1, g_last1 = _chunk_tiles(x, B, g, dtT, b, chunk + 1, head, group, p_tile, n_tile,
-                                                CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY,
-                                                PRE_WEIGHTS, WEIGH_X, PACKED_WEIGHTS, TMA_X)
-                U1 = _contribution(X1, Bw1, SHAPE, SWAP_AB)
-            _store_entry(states, chunk_decay, h, decay, b, head, chunk, t0, t1, SHAPE5, STATES_ORDER, STORE_STATES,
-                         STORE_DECAY, TMA_STATES)
-            h, decay = h * exp2(g_last0).reshape((1, 1)) + U0, decay + g_last0
-            if UNROLL == 2:
-                if chunk + 1 < nchunks:
-                    _store_entry(states, chunk_decay, h, decay, b, head, chunk + 1, t0, t1, SHAPE5, STATES_ORDER,
-                                 STORE_STATES, STORE_DECAY, TMA_STATES)
-                h, decay = h * exp2(g_last1).reshape((1, 1)) + U1, decay + g_last1
-        elif UNROLL == 1:
+        if UNROLL == 1:
             X, Bw, g_last = _chunk_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile,
                                          CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY, PRE_WEIGHTS,
-                                         WEIGH_X, PACKED_WEIGHTS, TMA_X)
+                                         WEIGH_X, PACKED_WEIGHTS)
             h, decay = _step(states, chunk_decay, h, decay, X, Bw, g_last, b, head, chunk, t0, t1,
-                             SHAPE5, STATES_ORDER, STORE_STATES, STORE_DECAY, SWAP_AB, MMA_DTYPE, TMA_STATES)
+                             SHAPE5, STATES_ORDER, STORE_STATES, STORE_DECAY, SWAP_AB, MMA_DTYPE)
         else:
             X0, Bw0, g_last0 = _chunk_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile,
                                             CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY, PRE_WEIGHTS,
-                                            WEIGH_X, PACKED_WEIGHTS, TMA_X)
+                                            WEIGH_X, PACKED_WEIGHTS)
             X1, Bw1, g_last1 = _chunk_tiles(x, B, g, dtT, b, chunk + 1, head, group, p_tile, n_tile,
                                             CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY, PRE_WEIGHTS,
-                                            WEIGH_X, PACKED_WEIGHTS, TMA_X)
+                                            WEIGH_X, PACKED_WEIGHTS)
             h, decay = _step(states, chunk_decay, h, decay, X0, Bw0, g_last0, b, head, chunk, t0, t1,
-                             SHAPE5, STATES_ORDER, STORE_STATES, STORE_DECAY, SWAP_AB, MMA_DTYPE, TMA_STATES)
+                             SHAPE5, STATES_ORDER, STORE_STATES, STORE_DECAY, SWAP_AB, MMA_DTYPE)
             if chunk + 1 < nchunks:
                 _store_entry(states, chunk_decay, h, decay, b, head, chunk + 1, t0, t1, SHAPE5, STATES_ORDER,
-                             STORE_STATES, STORE_DECAY, TMA_STATES)
+                             STORE_STATES, STORE_DECAY)
             h, decay = _step(states, chunk_decay, h, decay, X1, Bw1, g_last1, b, head, chunk + 1, t0, t1,
-                             SHAPE5, STATES_ORDER, False, False, SWAP_AB, MMA_DTYPE, TMA_STATES)
+                             SHAPE5, STATES_ORDER, False, False, SWAP_AB, MMA_DTYPE)
 
     if PREFIX:
         # One end state: the last segment's.
@@ -306,14 +264,13 @@ def walk_args(x, B, g, dtT, *, seg_entry, states, chunk_decay, seg_end, seg_deca
               block_n: int, seg_chunks: int, from_entry: bool, store_states: bool, store_decay: bool,
               store_end: bool, latency: int, swap_ab: bool = False, states_t: bool = False, unroll: int = 1,
               scalar_latency: int | None = None, pre_weights: bool = False, weigh_x: bool = False,
-              packed_weights: bool = False, prefix: bool = False, decoupled: bool = False, tma_x: bool = True,
-              tma_states: bool = True) -> tuple:
+              packed_weights: bool = False, prefix: bool = False) -> tuple:
     """``_state_pass_kernel``'s arguments, by name; a buffer a walk does not touch may be any array of its rank."""
     if unroll not in (1, 2) or seg_chunks % unroll:
         raise ValueError(f"_state_pass_kernel: unroll={unroll}; expected 1 or 2, dividing seg_chunks={seg_chunks}")
     return (x, B, g, dtT, seg_entry, states, chunk_decay, seg_end, seg_decay, chunk_size, block_p, block_n,
             seg_chunks, from_entry, store_states, store_decay, store_end, swap_ab, states_t, latency, unroll,
-            scalar_latency or 0, pre_weights, weigh_x, packed_weights, prefix, decoupled, tma_x, tma_states)
+            scalar_latency or 0, pre_weights, weigh_x, packed_weights, prefix)
 
 
 def walk_grid(x: torch.Tensor, B: torch.Tensor, nseg: int, block_p: int, block_n: int) -> tuple[int, int]:
@@ -380,8 +337,7 @@ def state_pass(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torch.Ten
                          store_states=True, store_decay=False, store_end=True, latency=cfg.latency,
                          swap_ab=cfg.swap_ab, states_t=cfg.states_t, unroll=cfg.unroll,
                          scalar_latency=cfg.scalar_latency, pre_weights=cfg.pre_weights, weigh_x=cfg.weigh_x,
-                         packed_weights=cfg.packed_weights, prefix=nseg > 1, decoupled=cfg.decoupled,
-                         tma_x=cfg.tma_x, tma_states=cfg.tma_states)
+                         packed_weights=cfg.packed_weights, prefix=nseg > 1)
         launches.append(plan_launch(_state_pass_kernel, walk_grid(xs, Bs, nseg, cfg.block_p, cfg.block_n), args,
                                     occupancy=cfg.occupancy, int64_everywhere=int64_everywhere))
         parts.append((first, states))

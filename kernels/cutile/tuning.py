@@ -153,9 +153,6 @@ class StatePassConfig:
     weigh_x: bool = False     # weight x's rows per token instead of B's (B then feeds the matmul as loaded)
     packed_weights: bool = False  # bf16 inputs: apply the per-token weight in bf16 (one packed multiply a pair)
     segments: int = 1         # the walk in about this many segments, each after the first summing the chunks before it
-    decoupled: bool = False   # each chunk's matmul into a fresh accumulator, added to the decayed state after it
-    tma_x: bool = True        # x's tiles loaded by TMA through shared memory (False: by the threads, into registers)
-    tma_states: bool = True   # the chunk states stored by TMA from shared memory (False: by the threads, from registers)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -213,7 +210,6 @@ class ChunkOutConfig:
                        split_diag=self.split_diag if variant.split_diag is None else variant.split_diag)
     block_h: int = 1          # heads of one group per program, sharing one C·Bᵀ block (needs c_once)
     split_diag: bool = False  # the diagonal block in two row halves, the lower's past half factorized (whole chunks)
-    tma_y: bool = True        # y stored by TMA from shared memory (False: by the threads, from registers)
 
 
 def chunk_cumsum_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> ChunkCumsumConfig:

@@ -249,23 +249,6 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
         cand = dataclasses.replace(sp, segments=segments)
         if cand != sp:
             out.append(one(f"prefix s{segments}", "serial-state", "state_pass", cand))
-    # The walk's chunk matmul off its chain (decoupled: into a fresh accumulator, added to the decayed state after),
-    # at the chooser's pipeline depth and one chunk a step; in the serial walk, and in the segmented pass's local walk
-    # where the chooser completes it in chunk_out.
-    for unroll in (sp.unroll, 1):
-        out.append(one(f"dec u{unroll}", "serial-state", "state_pass", dataclasses.replace(sp, decoupled=True,
-                                                                                           unroll=unroll)))
-    seg_out = tuning.state_pass_kind(arch, dims, dtype, spec.chunk_size) == "segmented-out"
-    if seg_out:
-        out.append(one("dec segout", "segmented-out", "segment_state", dataclasses.replace(seg, decoupled=True)))
-    # TMA or the threads' own loads and stores: x's tiles into the walk (weighted in registers, so shared memory is a
-    # detour), the walk's chunk states, chunk_out's y.
-    walk_stage, walk_variant, walk = (("segment_state", "segmented-out", seg) if seg_out else
-                                      ("state_pass", "serial-state", sp))
-    for tma_x, tma_states in ((False, True), (True, False), (False, False)):
-        out.append(one(f"tma x{int(tma_x)} states{int(tma_states)}", walk_variant, walk_stage,
-                       dataclasses.replace(walk, tma_x=tma_x, tma_states=tma_states)))
-    out.append(one("tma y0", "default", "chunk_out", dataclasses.replace(co, tma_y=False)))
     unique = {name: (name, variant, cfgs) for name, variant, cfgs in out}
     return [c for c in unique.values() if only is None or c[0].startswith(tuple(only)) or c[0] == "default"]
 
