@@ -47,11 +47,17 @@ SESSION_TOOLS = ("nox", "setuptools", "wheel")
 
 def _children() -> list[int]:
     """The processes nox started (Linux: read from /proc; elsewhere none are found)."""
+    # The directory listed, then each stat read on its own: a process that exits meanwhile is skipped (Path.glob
+    # stats each entry while listing, and raised ProcessLookupError for one that had just exited).
+    try:
+        names = [name for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:  # no /proc: not Linux
+        return []
     pids = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
+    for name in names:
         with contextlib.suppress(OSError, IndexError, ValueError):
-            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == os.getpid():
-                pids.append(int(stat.parent.name))
+            if int(Path("/proc", name, "stat").read_text().rsplit(")", 1)[1].split()[1]) == os.getpid():
+                pids.append(int(name))
     return pids
 
 

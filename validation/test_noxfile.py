@@ -28,13 +28,15 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sys.platform.startswith("
 def _group_alive(pgid: int) -> list[str]:
     """The processes of a process group still running (zombies count as gone)."""
     found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
+    # Listed first, each stat read on its own: Path.glob stats entries while listing and raises ProcessLookupError for
+    # a process that exits meanwhile (seen once in CI).
+    for name in (n for n in os.listdir("/proc") if n.isdigit()):
         try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
+            fields = Path("/proc", name, "stat").read_text().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
             continue
         if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-            found.append(stat.parent.name)
+            found.append(name)
     return found
 
 
