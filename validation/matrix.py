@@ -126,9 +126,9 @@ BENCH_LONG_CASES = (("segout_l65536_dstate64", dict(seqlen=2**16, dstate=64, reg
 
 def stability_cases() -> list[Case]:
     """Every regime in bf16 and fp32 (fp16 cannot hold the outputs of some regimes, whatever computes them),
-    ragged lengths, long sequences (at batch 1, and at the benchmark's batch through our serial walk and segmented pass), x past 2**31
-    elements; A > 0 and dt < 0 once each, small, in fp32 (a shape
-    and dtype every implementation takes, so that what it does with the values is what the matrix records)."""
+    ragged lengths, long sequences (at batch 1, and at the benchmark's batch through our serial walk and our segmented
+    pass), x past 2**31 elements; A > 0 and dt < 0 once each, small, in fp32 (a shape and dtype every implementation
+    takes, so that what it does with the values is what the matrix records)."""
     from reference import REGIMES
 
     cases = [_spec(f"{regime}_{dtype}", STABILITY_BASE, regime=regime, dtype=dtype,
