@@ -225,12 +225,12 @@ def _segmented_out(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int
     """Where the segmented pass, its local walks reading the cumsum's weights and chunk_out completing the chunk
     states (no completion launch, the variant segmented-out), measured faster than the serial walk: 16-bit inputs at
     dstate 64 and chunk 128 from 64 chunks, where the serial walk's grid has about one program an SM: the default
-    there (``state_pass_kind``), with the segmented pass's tiles chosen for it (``segment_state_config``). On the H200 (batch 4, 8 heads, headdim 64, bf16,
-    eight segments of 64-wide tiles) the forward took 86.4 against 88.4 us at 8192 tokens, 152.2 against 164.5 at
-    16384, 280.4 against 314.7 at 32768, 535.9 against 613.3 at 65536 and 1055.2 against 1210.2 at 131072; at 4096
-    tokens 50.9 against 49.3 (slower), and at dstate 128 and 256 slower at every length measured (196.7 against 193.0
-    at 16384 x 128: chunk_out's extra product costs more than the walk saves there) (explore_cutile, 2026-12-03,
-    reports/published/0.1.0+20261203T092700Z-9ace4d5)."""
+    there (``state_pass_kind``), with the segmented pass's tiles chosen for it (``segment_state_config``). On the
+    H200 (batch 4, 8 heads, headdim 64, bf16, eight segments of 64-wide tiles) the forward took 86.4 against 88.4 us at
+    8192 tokens, 152.2 against 164.5 at 16384, 280.4 against 314.7 at 32768, 535.9 against 613.3 at 65536 and 1055.2
+    against 1210.2 at 131072; at 4096 tokens 50.9 against 49.3 (slower), and at dstate 128 and 256 slower at every
+    length measured (196.7 against 193.0 at 16384 x 128: chunk_out's extra product costs more than the walk saves there)
+    (explore_cutile, 2026-12-03, reports/published/0.1.0+20261203T092700Z-9ace4d5)."""
     nchunks = -(-dims.seqlen // chunk_size)
     if dtype not in (torch.bfloat16, torch.float16) or dims.dstate != 64 or chunk_size != 128 or nchunks < 64:
         return False
@@ -243,19 +243,19 @@ def state_pass_kind(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: in
     shape; "segmented-out" where ``_segmented_out`` says (16-bit inputs at dstate 64 from 64 chunks, the benchmark's
     batch), which replaced the serial walk there.
 
-    Whole forward, CUPTI, batch 4, 8 heads, headdim 64, chunk 128, bf16 (validation/bench/explore_cutile.py,
-    2026-12-01, reports/published/0.1.0+20261201T082206Z-2fca4e2): dstate 128 to 512 serial for 16-bit inputs, the
-    walk swapped from 256 on (16384 tokens: 459 against 718 us segmented at dstate 512; 1024 tokens: 41
-    against 68; 65536: 1746 against 2764); dstate 128 serial (16384 tokens: 240 against 255 segmented and
-    339 chunked); dstate 64 serial below 64 chunks (from there segmented-out, above), its g and dt loads hinted (``_SCALAR_LATENCY``: 16384 tokens, 185.7 vs
-    190.9 us segmented; 8192: 101.3 vs 106.9; 4096: 55.7 vs 61.6; 2048: 32.4 vs 39.0; explore_cutile,
-    2026-12-02, reports/published/0.1.0+20261202T011403Z-069a45f/explore-2*), and past 128 chunks too for 16-bit
-    inputs whose walk has as many programs as where that was measured (128, one an SM on the H200: 32768 tokens,
-    317.6 vs 335.2; 65536: 621.2 vs 647.0; 131072: 1233.7 vs 1267.6; 262144: 2430.1 vs 2506.8; explore_cutile,
-    2026-12-02, reports/published/0.1.0+20261202T144500Z-0039de8/explore-d64-serial.json). With fewer (batch 1,
-    say) and for fp32, past 128 chunks the segmented pass, whose segments give the GPU the programs the walk lacks.
-    fp32 inputs, whose walk is not swapped, keep the segmented pass at dstate 512 (measured on bf16 before the swap:
-    758 vs 824 us at 16384 tokens).
+    Whole forward, CUPTI, batch 4, 8 heads, headdim 64, chunk 128, bf16 (validation/bench/explore_cutile.py, 2026-12-01,
+    reports/published/0.1.0+20261201T082206Z-2fca4e2): dstate 128 to 512 serial for 16-bit inputs, the walk swapped from
+    256 on (16384 tokens: 459 against 718 us segmented at dstate 512; 1024 tokens: 41 against 68; 65536: 1746 against
+    2764); dstate 128 serial (16384 tokens: 240 against 255 segmented and 339 chunked); dstate 64 serial below 64 chunks
+    (from there segmented-out, above), its g and dt loads hinted (``_SCALAR_LATENCY``: 16384 tokens, 185.7 vs 190.9 us
+    segmented; 8192: 101.3 vs 106.9; 4096: 55.7 vs 61.6; 2048: 32.4 vs 39.0; explore_cutile, 2026-12-02,
+    reports/published/0.1.0+20261202T011403Z-069a45f/explore-2*), and past 128 chunks too for 16-bit inputs whose walk
+    has as many programs as where that was measured (128, one an SM on the H200: 32768 tokens, 317.6 vs 335.2; 65536:
+    621.2 vs 647.0; 131072: 1233.7 vs 1267.6; 262144: 2430.1 vs 2506.8; explore_cutile, 2026-12-02,
+    reports/published/0.1.0+20261202T144500Z-0039de8/explore-d64-serial.json). With fewer (batch 1, say) and for fp32,
+    past 128 chunks the segmented pass, whose segments give the GPU the programs the walk lacks. fp32 inputs, whose walk
+    is not swapped, keep the segmented pass at dstate 512 (measured on bf16 before the swap: 758 vs 824 us at 16384
+    tokens).
     """
     nchunks = -(-dims.seqlen // chunk_size)
     if _segmented_out(arch, dims, dtype, chunk_size):
