@@ -102,8 +102,7 @@ def plan_forward(x, dt, A, B, C, D, initial_state, *, chunk_size: int, arch: str
             scan_cfg=cfgs.segment_scan, apply_cfg=cfgs.segment_apply, int64_everywhere=wide)
         states, states_t = [(0, whole)], False
     out_launches, y = chunk_out(
-        x, B, C, g, dtT, states, D, A, chunk_size=chunk_size, cfg=out_cfg, states_t=states_t,
-        seg=seg,
+        x, B, C, g, dtT, states, D, A, chunk_size=chunk_size, cfg=out_cfg, states_t=states_t, seg=seg,
         int64_everywhere=wide)
     return [cumsum_launch, *state_launches, *out_launches], y, final_state
 
@@ -161,10 +160,9 @@ def intermediate_traffic(dims: SSDDims, dtype: torch.dtype, chunk_size: int, arc
         cumsum += 2 * tokens * dims.nheads * 4
         cb_how = "; the cumsum's chunk-state weights written once, read once" + cb_how
     if kind == "segmented-out" and K > 1:
-        # E_s in the states' dtype, written by the scan and read by chunk_out once per chunk (counted at most once
-        # per chunk: an upper bound, as everywhere here).
-        entries = dims.batch * dims.nheads * nchunks * dims.headdim * dims.dstate * e
-        return cumsum + cb + 2 * elems * e + 2 * seg + entries, (
+        # E_s in the states' dtype, written by the scan and read by chunk_out once per chunk: at most one state a
+        # chunk, elems * e (an upper bound, as everywhere here).
+        return cumsum + cb + 3 * elems * e + 2 * seg, (
             f"segmented state pass (segments of {K} chunks) completed in chunk_out: {name} local chunk states written "
             f"once and read once; fp32 segment states written and scanned, {name} entry states read with each "
             f"chunk; the cumsum's g and dt written once, read twice{cb_how}")
