@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from kernels.cutile import api as cutile_api
-from kernels.cutile import state_pass, tuning
+from kernels.cutile import segment_state, state_pass, tuning
 from kernels.cutile.export import SpecClass, meta_inputs
 from kernels.cutile.tuning import VARIANTS
 from reference.checks import SSDDims
@@ -201,6 +201,44 @@ def test_segmented_pass_completes_the_states_only_for_segments_of_several_chunks
     scan = next(la for la in launches if la.kernel._pyfunc.__name__ == "_segment_scan_kernel")
     # The scan's entry states: the chunk states themselves (bf16) for one-chunk segments, else fp32 E_s.
     assert scan.args[3].dtype == (torch.bfloat16 if seg_chunks == 1 else torch.float32)
+
+
+@pytest.mark.parametrize("initial_state", [False, True], ids=["no-initial-state", "initial-state"])
+def test_segmented_out_in_two_segments_plans_no_scan_and_chunk_out_writes_the_final_state(initial_state) -> None:
+    # 4096 tokens in two segments of 16 chunks: without an initial state E_1 is segment 0's end state, so no scan;
+    # chunk_out reads the fp32 end states and the segment decays, and writes the final state plan_forward returns.
+    # With an initial state, or with the variant segmented-out-scanned, the scan runs as before.
+    spec = SpecClass(SSDDims(4, 4096, 8, 64, 1, 128), torch.bfloat16, 128, True, initial_state)
+    chosen = tuning.choose("sm_90", spec.dims, torch.bfloat16, 128)
+    cfgs = dataclasses.replace(chosen, segment_state=dataclasses.replace(chosen.segment_state, seg_chunks=16))
+    plans = {name: cutile_api.plan_forward(*meta_inputs(spec), chunk_size=128, arch="sm_90", configs=cfgs,
+                                           variant=VARIANTS[name])
+             for name in ("segmented-out", "segmented-out-scanned")}
+    launches, _, final_state = plans["segmented-out"]
+    names = [la.kernel._pyfunc.__name__ for la in launches]
+    scanned = ["_chunk_cumsum_kernel", "_state_pass_kernel", "_segment_scan_kernel", "_chunk_out_kernel"]
+    assert [la.kernel._pyfunc.__name__ for la in plans["segmented-out-scanned"][0]] == scanned
+    if initial_state:
+        assert names == scanned
+        return
+    assert names == ["_chunk_cumsum_kernel", "_state_pass_kernel", "_chunk_out_kernel"]
+    walk, out = launches[1], launches[2]
+    walk_names = list(inspect.signature(walk.kernel._pyfunc).parameters)
+    out_names = list(inspect.signature(out.kernel._pyfunc).parameters)
+    arg = dict(zip(out_names, out.args, strict=True))
+    assert arg["SEG_FROM_END"] is True and arg["SEG_CHUNKS"] == 16
+    assert arg["seg_entry"] is walk.args[walk_names.index("seg_end")] and arg["seg_entry"].dtype == torch.float32
+    assert arg["seg_decay"] is walk.args[walk_names.index("seg_decay")] and arg["seg_decay"].shape == (4, 8, 2)
+    assert arg["final_state"] is final_state and final_state.shape == (4, 8, 64, 128)
+    scanned_out = dict(zip(out_names, plans["segmented-out-scanned"][0][-1].args, strict=True))
+    assert scanned_out["SEG_FROM_END"] is False
+    # Four segments need the scan; asking for none is refused by name.
+    x, dt, A, B, C, D, h0 = meta_inputs(spec)
+    with pytest.raises(ValueError, match=r"scan=False needs exactly two segments and no initial state; got 32 chunks "
+                                         r"in segments of 8"):
+        segment_state.segment_state_local(x, B, torch.empty((4, 8, 4096), device="meta"), dt, None, chunk_size=128,
+                                       cfg=dataclasses.replace(cfgs.segment_state, seg_chunks=8),
+                                       scan_cfg=cfgs.segment_scan, scan=False)
 
 
 @pytest.mark.parametrize("variant,seqlen", [("serial-state", 700), ("default", 70)], ids=["variant", "short"])

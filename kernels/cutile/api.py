@@ -11,7 +11,7 @@ from kernels.cutile.chunk_cumsum import chunk_cumsum
 from kernels.cutile.chunk_out import chunk_out
 from kernels.cutile.limits import LIMITS
 from kernels.cutile.segment_out import segment_out
-from kernels.cutile.segment_state import segment_state, segment_state_local
+from kernels.cutile.segment_state import scan_needed, segment_state, segment_state_local
 from kernels.cutile.state_pass import state_dtype, state_pass
 from kernels.cutile.tuning import VARIANTS, Configs, Variant
 from reference.checks import SSDDims, check_inputs
@@ -91,10 +91,13 @@ def plan_forward(x, dt, A, B, C, D, initial_state, *, chunk_size: int, arch: str
             split=variant.split_states)
         states_t = walk_cfg.states_t
     elif kind == "segmented-out" and seg_cfg.seg_chunks > 1:
-        # chunk_out completes the local states as it reads them: no completion launch.
+        # chunk_out completes the local states as it reads them: no completion launch; in two segments without an
+        # initial state no scan either (chunk_out then writes the final state).
+        scan = variant.two_segment_scan or scan_needed(g.shape[2] // chunk_size, seg_cfg.seg_chunks,
+                                                       initial_state is not None)
         state_launches, whole, final_state, seg = segment_state_local(
             x, B, g, w if weights else dtT, initial_state, chunk_size=chunk_size, cfg=seg_cfg,
-            scan_cfg=cfgs.segment_scan, int64_everywhere=wide)
+            scan_cfg=cfgs.segment_scan, scan=scan, int64_everywhere=wide)
         states, states_t = [(0, whole)], False
     else:
         state_launches, whole, final_state = segment_state(
@@ -159,6 +162,13 @@ def intermediate_traffic(dims: SSDDims, dtype: torch.dtype, chunk_size: int, arc
     if seg_cfg.pre_weights:
         cumsum += 2 * tokens * dims.nheads * 4
         cb_how = "; the cumsum's chunk-state weights written once, read once" + cb_how
+    if kind == "segmented-out" and K > 1 and not variant.two_segment_scan and not scan_needed(nchunks, K, False):
+        # Two segments: the local states written and read once; segment 0's fp32 end state read with each chunk of
+        # segment 1 (at most half a state a chunk, elems / 2 in fp32) and, with segment 1's, once for the final state.
+        return cumsum + cb + 2 * elems * e + elems // 2 * 4 + 2 * seg, (
+            f"segmented state pass in two segments of {K} chunks completed in chunk_out: {name} local chunk states "
+            f"written once and read once; fp32 segment end states written once, segment 0's read with each chunk of "
+            f"segment 1, both for the final state; the cumsum's g and dt written once, read twice{cb_how}")
     if kind == "segmented-out" and K > 1:
         # E_s in the states' dtype, written by the scan and read by chunk_out once per chunk: at most one state a
         # chunk, elems * e (an upper bound, as everywhere here).

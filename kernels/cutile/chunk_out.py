@@ -15,6 +15,7 @@ import torch
 
 from kernels.alloc import empty
 from kernels.cutile._launch import Launch, exp2, exp2_decay, plan_launch
+from kernels.cutile.segment_state import SegmentCompletion
 from kernels.cutile.tuning import ChunkOutConfig
 
 
@@ -133,6 +134,31 @@ def _rows_out(x, B, C, g, dtT, D, y, acc, cb, b, head, group, row_block, chunk, 
         ct.store(y, (b, row_block, head, p_tile), acc.reshape((1, BLOCK_M, 1, BLOCK_P)).astype(y.dtype))
 
 
+def _entry_share(C, seg_entry, chunk_decay, acc, b, head, group, row_block, chunk, entry, p_tile, ntiles, BLOCK_M,
+                 BLOCK_P, BLOCK_N, LATENCY, STATE_MMA_DTYPE):
+    """``acc`` plus the segment entry state's share of the chunk state h_c, exp2(d_c) C·E_sᵀ (d_c <= 0), E_s at index
+    ``entry`` of ``seg_entry``; before the C·L_cᵀ loop adds to it, so one accumulator is live at a time, as without
+    it."""
+    for n in range(ntiles):
+        Cm = ct.load(C, (b, row_block, group, n), shape=(1, BLOCK_M, 1, BLOCK_N),
+                     padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((BLOCK_M, BLOCK_N))
+        eT = _state_t(seg_entry, b, head, entry, p_tile, n, BLOCK_P, BLOCK_N, False)
+        acc = ct.mma(Cm.astype(STATE_MMA_DTYPE), eT.astype(STATE_MMA_DTYPE), acc)
+    return acc * exp2(ct.load(chunk_decay, (b, head, chunk), shape=(1, 1, 1)).reshape((1, 1)))
+
+
+def _two_segments_final(seg_end, seg_decay, final_state, b, head, p_tile, row_block, row_blocks, ntiles, BLOCK_P,
+                        BLOCK_N):
+    """The final state of a sequence in two segments without an initial state, exp2(D_1) L_end(0) + L_end(1) in fp32:
+    the program of row block r writes the (BLOCK_P, BLOCK_N) tiles r, r + row_blocks, ... of its head's rows."""
+    d1 = exp2(ct.load(seg_decay, (b, head, 1), shape=(1, 1, 1)).reshape((1, 1)))
+    for n in range(row_block, ntiles, row_blocks):
+        end0 = ct.load(seg_end, (b, head, 0, p_tile, n), shape=(1, 1, 1, BLOCK_P, BLOCK_N)).reshape((BLOCK_P, BLOCK_N))
+        end1 = ct.load(seg_end, (b, head, 1, p_tile, n), shape=(1, 1, 1, BLOCK_P, BLOCK_N)).reshape((BLOCK_P, BLOCK_N))
+        h = end0.astype(ct.float32) * d1 + end1.astype(ct.float32)
+        ct.store(final_state, (b, head, p_tile, n), h.reshape((1, 1, BLOCK_P, BLOCK_N)))
+
+
 def _chunk_cb_kernel(
     B: ct.Array,                 # (batch, seqlen, ngroups, dstate)
     C: ct.Array,                 # (batch, seqlen, ngroups, dstate)
@@ -161,8 +187,10 @@ def _chunk_out_kernel(
     states: ct.Array,            # (batch, nheads, nchunks, headdim, dstate), (..., dstate, headdim) if STATES_T
     D: ct.Array,                 # (nheads,) fp32; unread unless HAS_D
     cbuf: ct.Array,              # (batch, nchunks, ngroups, CHUNK, CHUNK) fp32: C·Bᵀ per chunk; unread unless CB_BUFFER
-    seg_entry: ct.Array,         # (batch, nheads, nseg, headdim, dstate): E_s; unread unless SEG_CHUNKS
+    seg_entry: ct.Array,         # (batch, nheads, nseg, headdim, dstate): E_s (SEG_FROM_END: L_end(s)); unread unless SEG_CHUNKS
     chunk_decay: ct.Array,       # (batch, nheads, nchunks) fp32: d_c; unread unless SEG_CHUNKS
+    seg_decay: ct.Array,         # (batch, nheads, 2) fp32: D_s, each segment's total; unread unless SEG_FROM_END
+    final_state: ct.Array,       # out (batch, nheads, headdim, dstate) fp32; written only if SEG_FROM_END
     y: ct.Array,                 # out (batch, seqlen, nheads, headdim)
     CHUNK: ct.Constant[int],
     BLOCK_M: ct.Constant[int],
@@ -175,6 +203,7 @@ def _chunk_out_kernel(
     STATES_T: ct.Constant[bool],
     SPLIT_DIAG: ct.Constant[bool],
     SEG_CHUNKS: ct.Constant[int],
+    SEG_FROM_END: ct.Constant[bool],
     LATENCY: ct.Constant[int],
 ):
     """Grid (cdiv(seqlen, BLOCK_M) * nheads/BLOCK_H * headdim/BLOCK_P, batch): BLOCK_M rows x BLOCK_P
@@ -182,7 +211,10 @@ def _chunk_out_kernel(
     sharing a group's B and C run together. The BLOCK_H heads share one C·Bᵀ block (C_ONCE); with
     CB_BUFFER (one row block per chunk) the block comes from ``_chunk_cb_kernel``'s buffer instead. SEG_CHUNKS (> 0,
     one head a program): ``states`` holds the segmented pass's local states L_c, completed here into the entry states
-    h_c = L_c + exp2(d_c) E_s (segments of SEG_CHUNKS chunks) by one more product, C·E_sᵀ, before the C·L_cᵀ loop."""
+    h_c = L_c + exp2(d_c) E_s (segments of SEG_CHUNKS chunks) by one more product, C·E_sᵀ, before the C·L_cᵀ loop.
+    SEG_FROM_END (exactly two segments, no initial state): ``seg_entry`` holds the segments' end states from zero,
+    L_end(s), so E_0 = 0 (segment 0's programs skip the product) and E_1 = L_end(0); and the programs of the first row
+    blocks write the final state exp2(D_1) L_end(0) + L_end(1), a (BLOCK_P, BLOCK_N) tile each: no scan launch."""
     # Tensor-core operand dtypes: bf16/fp16 as they come (HGMMA on sm_90); fp32 is cast to tf32 on
     # purpose, since an fp32 ct.mma takes no tensor core path.
     MMA_DTYPE = ct.static_eval(ct.tfloat32 if x.dtype == ct.float32 else x.dtype)
@@ -204,15 +236,15 @@ def _chunk_out_kernel(
     # With C_ONCE (one row block per chunk, so no off-diagonal blocks), the diagonal C·Bᵀ block is built
     # in the same loop as the first head's C·hᵀ, from the same C tile, and serves every head of the program.
     acc = ct.zeros((BLOCK_M, BLOCK_P), dtype=ct.float32)
-    if SEG_CHUNKS > 0:
-        # The segment's entry state's share of h_c, exp2(d_c) C·E_sᵀ (d_c <= 0), before the C·L_cᵀ loop adds to it:
-        # one accumulator live at a time, as without it.
-        for n in range(ntiles):
-            Cm = ct.load(C, (b, row_block, group, n), shape=(1, BLOCK_M, 1, BLOCK_N),
-                         padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((BLOCK_M, BLOCK_N))
-            eT = _state_t(seg_entry, b, head0, chunk // SEG_CHUNKS, p_tile, n, BLOCK_P, BLOCK_N, False)
-            acc = ct.mma(Cm.astype(STATE_MMA_DTYPE), eT.astype(STATE_MMA_DTYPE), acc)
-        acc = acc * exp2(ct.load(chunk_decay, (b, head0, chunk), shape=(1, 1, 1)).reshape((1, 1)))
+    if SEG_FROM_END:
+        _two_segments_final(seg_entry, seg_decay, final_state, b, head0, p_tile, row_block,
+                            (ct.astype(x.shape[1], ct.int32) + BLOCK_M - 1) // BLOCK_M, ntiles, BLOCK_P, BLOCK_N)
+        if chunk >= SEG_CHUNKS:  # segment 1, entered at E_1 = L_end(0); segment 0 enters at zero
+            acc = _entry_share(C, seg_entry, chunk_decay, acc, b, head0, group, row_block, chunk, 0, p_tile, ntiles,
+                               BLOCK_M, BLOCK_P, BLOCK_N, LATENCY, STATE_MMA_DTYPE)
+    elif SEG_CHUNKS > 0:
+        acc = _entry_share(C, seg_entry, chunk_decay, acc, b, head0, group, row_block, chunk, chunk // SEG_CHUNKS,
+                           p_tile, ntiles, BLOCK_M, BLOCK_P, BLOCK_N, LATENCY, STATE_MMA_DTYPE)
     cb = ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32)
     for n in range(ntiles):
         Cm = ct.load(C, (b, row_block, group, n), shape=(1, BLOCK_M, 1, BLOCK_N),
@@ -246,8 +278,9 @@ def _chunk_out_kernel(
                       ntiles, CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, SPLIT_DIAG, LATENCY, MMA_DTYPE)
 
 
-def _chunk_out_args(x, B, C, g, dtT, states, D, cbuf, seg_entry, chunk_decay, y, cfg: ChunkOutConfig, chunk_size: int,
-                    has_D: bool, cb_buffer: bool, states_t: bool, seg_chunks: int) -> tuple:
+def _chunk_out_args(x, B, C, g, dtT, states, D, cbuf, seg_entry, chunk_decay, seg_decay, final_state, y,
+                    cfg: ChunkOutConfig, chunk_size: int, has_D: bool, cb_buffer: bool, states_t: bool, seg_chunks: int,
+                    seg_from_end: bool) -> tuple:
     return (
         x,
         B,
@@ -259,6 +292,8 @@ def _chunk_out_args(x, B, C, g, dtT, states, D, cbuf, seg_entry, chunk_decay, y,
         cbuf,
         seg_entry,
         chunk_decay,
+        seg_decay,
+        final_state,
         y,
         chunk_size,
         cfg.block_m,
@@ -271,6 +306,7 @@ def _chunk_out_args(x, B, C, g, dtT, states, D, cbuf, seg_entry, chunk_decay, y,
         states_t,
         cfg.split_diag and cfg.whole_chunks(chunk_size),
         seg_chunks,
+        seg_from_end,
         cfg.latency,
     )
 
@@ -278,7 +314,7 @@ def _chunk_out_args(x, B, C, g, dtT, states, D, cbuf, seg_entry, chunk_decay, y,
 def chunk_out(x: torch.Tensor, B: torch.Tensor, C: torch.Tensor, g: torch.Tensor, dtT: torch.Tensor,
               states: list[tuple[int, torch.Tensor]], D: torch.Tensor | None, A: torch.Tensor, *, chunk_size: int,
               cfg: ChunkOutConfig, states_t: bool = False,
-              seg: tuple[torch.Tensor, torch.Tensor, int] | None = None,
+              seg: SegmentCompletion | None = None,
               int64_everywhere: bool = False) -> tuple[list[Launch], torch.Tensor]:
     """Plan stage 3; returns its launches and the output y they fill (x's dtype and shape).
 
@@ -286,8 +322,8 @@ def chunk_out(x: torch.Tensor, B: torch.Tensor, C: torch.Tensor, g: torch.Tensor
     unless the state pass split them to keep int32 indexing); each part gets its own launch, on views of x, B, C,
     g, dt and y (C·Bᵀ per chunk and group first, if ``cfg.cb_buffer``). ``states_t``: the states are laid out
     (..., dstate, headdim). ``A`` only stands in for a missing ``D`` (same shape and dtype), which the kernel
-    then never reads. ``seg``: the states are the segmented pass's local ones, completed here from (E_s, d_c, chunks a
-    segment) (``segment_state_local``); one part, one head a program.
+    then never reads. ``seg``: the states are the segmented pass's local ones, completed here (``segment_state_local``;
+    with two segments and no initial state, the final state written here too); one part, one head a program.
     """
     batch, seqlen, nheads, headdim = x.shape
     ngroups = B.shape[2]
@@ -321,10 +357,17 @@ def chunk_out(x: torch.Tensor, B: torch.Tensor, C: torch.Tensor, g: torch.Tensor
             cbuf = part[:1, :1, :1]  # never read: any array of rank 5 (a small one, so it needs no int64 indexing)
         row_blocks = -(-xs.shape[1] // cfg.block_m)
         grid = (row_blocks * (nheads // cfg.block_h) * (headdim // cfg.block_p), batch)
-        # Without ``seg`` the kernel never reads E_s or d_c: small arrays of their rank stand in for them.
-        seg_entry, chunk_decay, seg_chunks = seg if seg is not None else (part[:1, :1, :1], A[None, None, :], 0)
-        args = _chunk_out_args(xs, Bs, Cs, gs, dts, part, D if has_D else A, cbuf, seg_entry, chunk_decay, ys, cfg,
-                               chunk_size, has_D, cb_buffer, states_t, seg_chunks)
+        # Without ``seg`` the kernel never reads E_s, d_c or D_s nor writes the final state: small arrays of their
+        # rank stand in for them.
+        if seg is None:
+            seg_entry, chunk_decay, seg_chunks = part[:1, :1, :1], A[None, None, :], 0
+            seg_decay, final_state, from_end = chunk_decay, part[0, :1, :1], False
+        else:
+            seg_entry, chunk_decay, seg_chunks = seg.entry, seg.chunk_decay, seg.seg_chunks
+            from_end = seg.final_state is not None
+            seg_decay, final_state = (seg.seg_decay, seg.final_state) if from_end else (chunk_decay, part[0, :1, :1])
+        args = _chunk_out_args(xs, Bs, Cs, gs, dts, part, D if has_D else A, cbuf, seg_entry, chunk_decay, seg_decay,
+                               final_state, ys, cfg, chunk_size, has_D, cb_buffer, states_t, seg_chunks, from_end)
         launches.append(plan_launch(_chunk_out_kernel, grid, args, occupancy=cfg.occupancy,
                                     int64_everywhere=int64_everywhere))
     return launches, y

@@ -34,6 +34,8 @@ memory once instead of three times: at 16384 tokens 270 vs 264 us for the whole 
 reports/published/0.1.0+20261201T035700Z-01b48e7-dirty.)
 """
 
+from dataclasses import dataclass
+
 import cuda.tile as ct
 import torch
 
@@ -41,6 +43,25 @@ from kernels.alloc import empty
 from kernels.cutile._launch import Launch, exp2, plan_launch
 from kernels.cutile.state_pass import _state_pass_kernel, state_dtype, state_tile, walk_args, walk_grid
 from kernels.cutile.tuning import SegmentApplyConfig, SegmentScanConfig, SegmentStateConfig
+
+
+@dataclass(frozen=True)
+class SegmentCompletion:
+    """What completes the segmented pass's local chunk states L_c into the entry states h_c = L_c + exp2(d_c) E_s, for
+    a consumer that does so as it reads them (chunk_out).
+
+    ``entry``: E_s in the chunk states' dtype, (batch, nheads, nseg, headdim, dstate), from the scan; or, for a
+    sequence in exactly two segments without an initial state (``final_state`` set), the local walk's fp32 segment end
+    states L_end(s) themselves: then E_0 = 0, E_1 = L_end(0), and the consumer writes ``final_state`` as
+    exp2(D_1) L_end(0) + L_end(1) from ``seg_decay`` (D_s, fp32 (batch, nheads, 2)): no scan launch.
+    ``chunk_decay``: d_c, fp32 (batch, nheads, nchunks). ``seg_chunks``: the chunks of a segment.
+    """
+
+    entry: torch.Tensor
+    chunk_decay: torch.Tensor
+    seg_chunks: int
+    seg_decay: torch.Tensor | None = None
+    final_state: torch.Tensor | None = None
 
 
 def _segment_scan_kernel(
@@ -159,26 +180,37 @@ def segment_state(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torch.
     return launches, states, final_state
 
 
+def scan_needed(nchunks: int, seg_chunks: int, has_initial_state: bool) -> bool:
+    """Whether the segmented pass needs its scan before a consumer completes the local states: not for a sequence in
+    exactly two segments without an initial state (E_1 is segment 0's end state; ``SegmentCompletion``)."""
+    return has_initial_state or -(-nchunks // seg_chunks) != 2
+
+
 def segment_state_local(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torch.Tensor,
                         initial_state: torch.Tensor | None, *, chunk_size: int, cfg: SegmentStateConfig,
-                        scan_cfg: SegmentScanConfig, int64_everywhere: bool = False
-                        ) -> tuple[list[Launch], torch.Tensor, torch.Tensor, tuple[torch.Tensor, torch.Tensor, int]]:
+                        scan_cfg: SegmentScanConfig, scan: bool = True, int64_everywhere: bool = False
+                        ) -> tuple[list[Launch], torch.Tensor, torch.Tensor, SegmentCompletion]:
     """Plan the local walk and the scan only (segments of at least two chunks); returns the launches, every chunk's
-    local state L_c, the final state and what completes L_c into the entry state h_c = L_c + exp2(d_c) E_s: (E_s
-    in the chunk states' dtype, (batch, nheads, nseg, headdim, dstate); d_c, fp32 (batch, nheads, nchunks); the
-    chunks a segment). For a consumer that completes the states as it reads them (chunk_out's ``seg``)."""
+    local state L_c, the final state and what completes L_c into the entry state h_c (``SegmentCompletion``). For a
+    consumer that completes the states as it reads them (chunk_out's ``seg``). ``scan=False``: the local walk alone,
+    for a sequence in two segments without an initial state (``scan_needed``); the consumer then writes the final
+    state."""
     if cfg.seg_chunks < 2:
         raise ValueError(f"segment_state_local: seg_chunks={cfg.seg_chunks}; expected at least 2 (segments of one "
                          "chunk leave nothing to complete)")
+    if not scan and scan_needed(g.shape[2] // chunk_size, cfg.seg_chunks, initial_state is not None):
+        raise ValueError(f"segment_state_local: scan=False needs exactly two segments and no initial state; got "
+                         f"{g.shape[2] // chunk_size} chunks in segments of {cfg.seg_chunks}, initial_state "
+                         f"{'given' if initial_state is not None else 'None'}")
     launches, states, final_state, seg = _segment_pass(x, B, g, dtT, initial_state, chunk_size=chunk_size, cfg=cfg,
-                                                       scan_cfg=scan_cfg, apply_cfg=None, complete=False,
+                                                       scan_cfg=scan_cfg, apply_cfg=None, complete=False, scan=scan,
                                                        int64_everywhere=int64_everywhere)
     return launches, states, final_state, seg
 
 
 def _segment_pass(x, B, g, dtT, initial_state, *, chunk_size: int, cfg: SegmentStateConfig,
                   scan_cfg: SegmentScanConfig, apply_cfg: SegmentApplyConfig | None, complete: bool,
-                  int64_everywhere: bool):
+                  int64_everywhere: bool, scan: bool = True):
     batch, seqlen, nheads, headdim = x.shape
     dstate = B.shape[3]
     nchunks = g.shape[2] // chunk_size
@@ -195,7 +227,8 @@ def _segment_pass(x, B, g, dtT, initial_state, *, chunk_size: int, cfg: SegmentS
     chunk_decay = seg_decay if chunked else empty((batch, nheads, nchunks), dtype=torch.float32, device=dev)
     # Completed later by its consumer, E_s is rounded once to the chunk states' dtype, as h_c would be.
     entry_dtype = torch.float32 if complete else states.dtype
-    seg_entry = states if chunked else empty(seg_state.shape, dtype=entry_dtype, device=dev)
+    # Without the scan there is no E_s: the end states stand in for the entry the local walk never reads.
+    seg_entry = states if chunked else empty(seg_state.shape, dtype=entry_dtype, device=dev) if scan else seg_state
 
     # The local walk starts from zero: seg_entry stands in for the entry it never reads (and, for segments of
     # one chunk, states and chunk_decay for the L_c = 0 and d_c = 0 it does not store).
@@ -208,14 +241,16 @@ def _segment_pass(x, B, g, dtT, initial_state, *, chunk_size: int, cfg: SegmentS
     local = plan_launch(_state_pass_kernel, walk_grid(x, B, nseg, cfg.block_p, cfg.block_n), local_args,
                         occupancy=cfg.occupancy, int64_everywhere=int64_everywhere)
 
-    scan = _plan_scan(seg_state, seg_decay, initial_state, seg_entry, final_state, scan_cfg, int64_everywhere)
+    if not scan:  # two segments, no initial state: the consumer reads the end states and writes the final state
+        return [local], states, final_state, SegmentCompletion(seg_state, chunk_decay, K, seg_decay, final_state)
+    scan_launch = _plan_scan(seg_state, seg_decay, initial_state, seg_entry, final_state, scan_cfg, int64_everywhere)
     if chunked:
-        return [local, scan], states, final_state, None
+        return [local, scan_launch], states, final_state, None
     if not complete:
-        return [local, scan], states, final_state, (seg_entry, chunk_decay, K)
+        return [local, scan_launch], states, final_state, SegmentCompletion(seg_entry, chunk_decay, K)
 
     apply_args = (states, chunk_decay, seg_entry, apply_cfg.block_p, apply_cfg.block_n, K)
     apply_grid = (nchunks * nheads * (headdim // apply_cfg.block_p) * (dstate // apply_cfg.block_n), batch)
     apply = plan_launch(_segment_apply_kernel, apply_grid, apply_args, occupancy=apply_cfg.occupancy,
                         int64_everywhere=int64_everywhere)
-    return [local, scan, apply], states, final_state, None
+    return [local, scan_launch, apply], states, final_state, None

@@ -77,7 +77,11 @@ class Variant:
     longer than one walk through the whole sequence (not diagnosed).
     "segmented-out" is the segmented pass without its completion launch: chunk_out rebuilds each chunk's entry state
     as h_c = L_c + exp2(d_c) E_s, one more C·E_sᵀ product a program (E_s, the segment's entry state, stored in the
-    chunk states' dtype by the scan), from the local walk's L_c and d_c as they are stored.
+    chunk states' dtype by the scan), from the local walk's L_c and d_c as they are stored. In exactly two segments
+    without an initial state it skips the scan: E_0 = 0, so segment 0's programs skip the product, E_1 is segment 0's
+    end state as the local walk stores it (fp32), and chunk_out writes the final state.
+    ``two_segment_scan``: that case with the scan launch and every program's product, as before (the variant
+    segmented-out-scanned).
     """
 
     state: str = "auto"
@@ -92,6 +96,7 @@ class Variant:
     pre_weights: bool | None = None
     packed_weights: bool | None = None
     walk_segments: int | None = None
+    two_segment_scan: bool = False
 
     def unsupported_reason(self, dstate: int) -> str | None:
         """Why this variant cannot run a problem of this dstate (None: it can)."""
@@ -124,6 +129,7 @@ VARIANTS = {
     "packed-weights": Variant(packed_weights=True),
     "two-segment-walk": Variant(walk_segments=2),
     "segmented-out": Variant(state="segmented-out"),
+    "segmented-out-scanned": Variant(state="segmented-out", two_segment_scan=True),
 }
 
 

@@ -249,6 +249,22 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
         cand = dataclasses.replace(sp, segments=segments)
         if cand != sp:
             out.append(one(f"prefix s{segments}", "serial-state", "state_pass", cand))
+    # Two segments without an initial state: the local walk alone (no scan), segment 0's chunk_out programs without the
+    # completion product, the final state written by chunk_out; the local walk as the serial walk's tiles (``walk``)
+    # or as segmented-out's (``n32``, ``n64``), and the same with the scan and every product (``scanned``).
+    if nchunks >= 4 and nchunks % 2 == 0 and not (nchunks // 2) & (nchunks // 2 - 1):
+        k = nchunks // 2
+        walk = tuning.SegmentStateConfig(**{**dataclasses.asdict(sp), "segments": 1}, seg_chunks=k)
+        local = {"walk": walk}
+        for block_n in (32, 64):
+            cand = dataclasses.replace(
+                seg, seg_chunks=k, block_p=min(64, spec.headdim), block_n=min(block_n, spec.dstate), occupancy=2,
+                pre_weights=True, weigh_x=True, swap_ab=False, latency=4, unroll=2, scalar_latency=4)
+            if cand not in local.values():
+                local[f"n{cand.block_n}"] = cand
+        for tag, cand in local.items():
+            out.append(one(f"two K{k} {tag}", "segmented-out", "segment_state", cand))
+            out.append(one(f"two-scanned K{k} {tag}", "segmented-out-scanned", "segment_state", cand))
     unique = {name: (name, variant, cfgs) for name, variant, cfgs in out}
     return [c for c in unique.values() if only is None or c[0].startswith(tuple(only)) or c[0] == "default"]
 
