@@ -125,15 +125,16 @@ def test_the_walk_hints_its_g_and_dt_loads_for_16_bit_inputs(dtype, dstate, hint
 
 
 @pytest.mark.parametrize("dtype,seqlen,dstate,pre_weights,weigh_x", [
-    (torch.bfloat16, 4096, 64, False, False), (torch.bfloat16, 16384, 64, True, True),
+    (torch.bfloat16, 2048, 64, False, False), (torch.bfloat16, 4096, 64, True, True),
+    (torch.bfloat16, 16384, 64, True, True),
     (torch.bfloat16, 16384, 128, True, True), (torch.bfloat16, 16384, 512, True, False),
     (torch.float32, 16384, 128, False, False)])
 def test_the_walk_reads_the_weights_the_cumsum_precomputed_where_the_chooser_says(dtype, seqlen, dstate, pre_weights,
                                                                                    weigh_x) -> None:
     # pre_weights: the cumsum writes w = exp2(g_last - g) * dt and the walk reads it in dt's place; weigh_x: the walk
     # puts it on x's rows. Both measured faster on the H200 for bf16 from dstate 128 (weigh_x unswapped only), and at
-    # dstate 64 from 64 chunks, where the default is the segmented pass completed in chunk_out, whose local walk
-    # reads them (below 64 chunks the serial walk weighs B itself).
+    # dstate 64 from 32 chunks, where the default is the segmented pass completed in chunk_out, whose local walk
+    # reads them (below 32 chunks the serial walk weighs B itself).
     x, dt, A, B, C, D, h0 = meta_inputs(SpecClass(SSDDims(4, seqlen, 8, 64, 1, dstate), dtype, 128, True, False))
     launches, _, _ = cutile_api.plan_forward(x, dt, A, B, C, D, h0, chunk_size=128, arch="sm_90")
     cumsum, walk = launches[0], next(la for la in launches if la.kernel._pyfunc.__name__ == "_state_pass_kernel")
@@ -160,9 +161,9 @@ def test_the_walk_reads_the_weights_the_cumsum_precomputed_where_the_chooser_say
 
 @pytest.mark.parametrize("dstate", [64, 128, 512])
 def test_the_packed_weights_variant_changes_only_how_the_walk_multiplies(dstate: int) -> None:
-    # packed-weights: the walk's weighted operand multiplied in bf16; the default keeps the fp32 product. 4096 tokens:
-    # the serial walk at every dstate (at dstate 64 from 64 chunks the default is the segmented pass).
-    spec = SpecClass(SSDDims(4, 4096, 8, 64, 1, dstate), torch.bfloat16, 128, True, False)
+    # packed-weights: the walk's weighted operand multiplied in bf16; the default keeps the fp32 product. 2048 tokens:
+    # the serial walk at every dstate (at dstate 64 from 32 chunks the default is the segmented pass).
+    spec = SpecClass(SSDDims(4, 2048, 8, 64, 1, dstate), torch.bfloat16, 128, True, False)
     plans = {name: cutile_api.plan_forward(*meta_inputs(spec), chunk_size=128, arch="sm_90",
                                            variant=VARIANTS[name])[0] for name in ("default", "packed-weights")}
     walks = {name: next(la for la in launches if la.kernel._pyfunc.__name__ == "_state_pass_kernel")
@@ -239,6 +240,32 @@ def test_segmented_out_in_two_segments_plans_no_scan_and_chunk_out_writes_the_fi
         segment_state.segment_state_local(x, B, torch.empty((4, 8, 4096), device="meta"), dt, None, chunk_size=128,
                                        cfg=dataclasses.replace(cfgs.segment_state, seg_chunks=8),
                                        scan_cfg=cfgs.segment_scan, scan=False)
+
+
+def test_the_default_at_4096_tokens_and_dstate_64_is_two_segments_unless_an_initial_state_needs_the_scan() -> None:
+    # 32 chunks at the benchmark's batch: the segmented pass in two segments of 16 chunks, 32-wide tiles, no scan (as
+    # measured faster than the serial walk); with an initial state the serial walk (two segments would need the scan).
+    dims = SSDDims(4, 4096, 8, 64, 1, 64)
+    seg = tuning.segment_state_config("sm_90", dims, torch.bfloat16, 128)
+    assert (seg.seg_chunks, seg.block_n) == (16, 32)
+    names = {}
+    for h0 in (False, True):
+        launches, _, _ = cutile_api.plan_forward(*meta_inputs(SpecClass(dims, torch.bfloat16, 128, True, h0)),
+                                                 chunk_size=128, arch="sm_90")
+        names[h0] = [la.kernel._pyfunc.__name__ for la in launches]
+        walk = launches[1]
+        walk_names = list(inspect.signature(walk.kernel._pyfunc).parameters)
+        k = walk.args[walk_names.index("SEG_CHUNKS")]
+        assert k >= 32 if h0 else k == 16, "with an initial state one walk through all 32 chunks, else two of 16"
+    assert names[False] == names[True] == ["_chunk_cumsum_kernel", "_state_pass_kernel", "_chunk_out_kernel"]
+    assert tuning.state_pass_kind("sm_90", dims, torch.bfloat16, 128, initial_state=True) == "serial"
+    # Its traffic: the local states written and read once, the fp32 end states written once, segment 0's read with
+    # each chunk of segment 1 (half a state's worth a chunk), both read for the final state; no E_s.
+    traffic, how = cutile_api.intermediate_traffic(dims, torch.bfloat16, 128, "sm_90")
+    elems, tokens, seg = 4 * 8 * 32 * 64 * 64, 4 * 32 * 128, 4 * 8 * 2 * 64 * 64 * 4
+    weights = 2 * tokens * 8 * 4  # the cumsum's chunk-state weights, written once and read once
+    assert how.startswith("segmented state pass in two segments of 16 chunks")
+    assert traffic == 3 * 2 * tokens * 8 * 4 + weights + 2 * elems * 2 + elems // 2 * 4 + 2 * seg
 
 
 @pytest.mark.parametrize("variant,seqlen", [("serial-state", 700), ("default", 70)], ids=["variant", "short"])
@@ -459,17 +486,25 @@ def test_every_exp2_of_the_kernels_goes_through_the_one_helper() -> None:
 @pytest.mark.parametrize("tag,change", matrix.BENCH_LONG_CASES, ids=[tag for tag, _ in matrix.BENCH_LONG_CASES])
 def test_the_stability_suites_long_cases_at_batch_4_plan_the_pass_their_name_says(tag: str, change: dict) -> None:
     """The stability cases meant to carry the serial walk ("serial_") or the segmented pass completed in chunk_out
-    ("segout_") past 128 chunks plan it on the H200 (sm_90): if the chooser moves them to another state pass, they
-    no longer test what their name says."""
+    ("segout_") past 128 chunks, or that pass in two segments without a scan ("twoseg_"), plan it on the H200 (sm_90):
+    if the chooser moves them to another state pass, they no longer test what their name says."""
     spec = dict(matrix.stability_cases())[tag]
     dims = SSDDims(spec.batch, spec.seqlen, spec.nheads, spec.headdim, spec.ngroups, spec.dstate)
     meta = meta_inputs(SpecClass(dims, torch.bfloat16, spec.chunk_size, spec.with_D, spec.with_initial_state))
     assert spec.dtype == "bf16"
-    names = cutile_api.launch_names(*meta, chunk_size=spec.chunk_size, arch="sm_90")
+    launches, _, _ = cutile_api.plan_forward(*meta, chunk_size=spec.chunk_size, arch="sm_90")
+    names = [la.kernel._pyfunc.__name__ for la in launches]
+    out = dict(zip(inspect.signature(launches[-1].kernel._pyfunc).parameters, launches[-1].args, strict=True))
     plans = {"serial": ["_chunk_cumsum_kernel", "_state_pass_kernel", "_chunk_out_kernel"],
-             "segout": ["_chunk_cumsum_kernel", "_state_pass_kernel", "_segment_scan_kernel", "_chunk_out_kernel"]}
-    assert names == plans[tag.split("_")[0]], names
-    assert -(-spec.seqlen // spec.chunk_size) > 128
+             "segout": ["_chunk_cumsum_kernel", "_state_pass_kernel", "_segment_scan_kernel", "_chunk_out_kernel"],
+             "twoseg": ["_chunk_cumsum_kernel", "_state_pass_kernel", "_chunk_out_kernel"]}
+    kind = tag.split("_")[0]
+    assert names == plans[kind], names
+    # chunk_out completes local states (segout, twoseg), and reads the segments' end states (twoseg) or not.
+    assert (out["SEG_CHUNKS"] > 0, out["SEG_FROM_END"]) == {"serial": (False, False), "segout": (True, False),
+                                                           "twoseg": (True, True)}[kind]
+    if kind != "twoseg":
+        assert -(-spec.seqlen // spec.chunk_size) > 128
 
 
 @pytest.mark.parametrize("nchunks,segments,unroll,expected", [

@@ -72,7 +72,8 @@ def plan_forward(x, dt, A, B, C, D, initial_state, *, chunk_size: int, arch: str
     wide = variant.int64 == "all"
     x, dt, A, B, C, D, initial_state = (_dense(t) for t in (x, dt, A, B, C, D, initial_state))
     out_cfg = cfgs.chunk_out.with_variant(variant)
-    kind = variant.state if variant.state != "auto" else tuning.state_pass_kind(arch, dims, x.dtype, chunk_size)
+    kind = variant.state if variant.state != "auto" else tuning.state_pass_kind(arch, dims, x.dtype, chunk_size,
+                                                                                 initial_state is not None)
     walk_cfg = tuning.serial_walk_config(cfgs.state_pass, variant, arch, dims, x.dtype, chunk_size)
     seg_cfg = cfgs.chunk_state if kind == "chunked" else cfgs.segment_state
     # The walks may read the chunk-state weights precomputed by the cumsum (``pre_weights``).

@@ -68,6 +68,8 @@ SPEC_CLASSES = (
     _spec(_FP32, 64, 128, 64, D=True, h0=True, seqlen=37),
     _spec(_FP32, 128, 32, 512, D=False, h0=False),
     _spec(_FP32, 256, 64, 128, D=True, h0=True, **_BIG),
+    # The benchmark's 4096 x 64 point: the segmented pass in two segments, no scan, chunk_out writing the final state.
+    _spec(_BF16, 128, 64, 64, D=True, h0=False, batch=4, seqlen=4096, ngroups=1),
 )
 
 # Blackwell compiles are slow (~40 s for chunk_out on one CPU core), so sm_100 and sm_103 build a

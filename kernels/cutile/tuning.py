@@ -227,32 +227,39 @@ def chunk_cumsum_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size
     return ChunkCumsumConfig(block_h=min(_next_pow2(dims.nheads), 4))
 
 
-def _segmented_out(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> bool:
+def _segmented_out(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int, initial_state: bool = False) -> bool:
     """Where the segmented pass, its local walks reading the cumsum's weights and chunk_out completing the chunk
     states (no completion launch, the variant segmented-out), measured faster than the serial walk: 16-bit inputs at
-    dstate 64 and chunk 128 from 64 chunks, where the serial walk's grid has about one program an SM: the default
+    dstate 64 and chunk 128 from 32 chunks, where the serial walk's grid has about one program an SM: the default
     there (``state_pass_kind``), with the segmented pass's tiles chosen for it (``segment_state_config``). On the
     H200 (batch 4, 8 heads, headdim 64, bf16, eight segments of 64-wide tiles) the forward took 86.4 against 88.4 us at
     8192 tokens, 152.2 against 164.5 at 16384, 280.4 against 314.7 at 32768, 535.9 against 613.3 at 65536 and 1055.2
     against 1210.2 at 131072; at 4096 tokens 50.9 against 49.3 (slower), and at dstate 128 and 256 slower at every
     length measured (196.7 against 193.0 at 16384 x 128: chunk_out's extra product costs more than the walk saves there)
-    (explore_cutile, 2026-12-03, reports/published/0.1.0+20261203T092700Z-9ace4d5)."""
+    (explore_cutile, 2026-12-03, reports/published/0.1.0+20261203T092700Z-9ace4d5). At 4096 tokens in two segments of
+    32-wide tiles, which need no scan (segment_state.scan_needed): 48.3 against 49.4 and 49.1 us in two runs; two
+    segments lost at every other point of 4096-16384 tokens x dstate 64-512 (e.g. 87.4 against 86.6 at 8192 x 64, 64.0
+    against 57.4 at 4096 x 128; explore_cutile, 2026-12-03, reports/published/0.1.0+20261203T141100Z-3182d0c). With an
+    initial state the two segments need the scan (53.0 us at 4096 tokens), so below 64 chunks the serial walk stays."""
     nchunks = -(-dims.seqlen // chunk_size)
-    if dtype not in (torch.bfloat16, torch.float16) or dims.dstate != 64 or chunk_size != 128 or nchunks < 64:
+    if dtype not in (torch.bfloat16, torch.float16) or dims.dstate != 64 or chunk_size != 128 or nchunks < 32:
+        return False
+    if nchunks < 64 and initial_state:
         return False
     walk = state_pass_config(arch, dims, dtype, chunk_size)
     return _walk_programs(dims, walk.block_p, walk.block_n) >= TARGET_PROGRAMS.get(arch, TARGET_PROGRAMS["sm_90"])[0] // 2
 
 
-def state_pass_kind(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> str:
+def state_pass_kind(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int, initial_state: bool = False) -> str:
     """"segmented-out", "segmented" or "serial": the state pass that measured faster on the H200 for this kind of
-    shape; "segmented-out" where ``_segmented_out`` says (16-bit inputs at dstate 64 from 64 chunks, the benchmark's
-    batch), which replaced the serial walk there.
+    shape (``initial_state``: whether the call passes one); "segmented-out" where ``_segmented_out`` says (16-bit inputs
+    at dstate 64 from 32 chunks, the benchmark's batch; from 64 with an initial state), which replaced the serial walk
+    there.
 
     Whole forward, CUPTI, batch 4, 8 heads, headdim 64, chunk 128, bf16 (validation/bench/explore_cutile.py, 2026-12-01,
     reports/published/0.1.0+20261201T082206Z-2fca4e2): dstate 128 to 512 serial for 16-bit inputs, the walk swapped from
     256 on (16384 tokens: 459 against 718 us segmented at dstate 512; 1024 tokens: 41 against 68; 65536: 1746 against
-    2764); dstate 128 serial (16384 tokens: 240 against 255 segmented and 339 chunked); dstate 64 serial below 64 chunks
+    2764); dstate 128 serial (16384 tokens: 240 against 255 segmented and 339 chunked); dstate 64 serial below 32 chunks
     (from there segmented-out, above), its g and dt loads hinted (``_SCALAR_LATENCY``: 16384 tokens, 185.7 vs 190.9 us
     segmented; 8192: 101.3 vs 106.9; 4096: 55.7 vs 61.6; 2048: 32.4 vs 39.0; explore_cutile, 2026-12-02,
     reports/published/0.1.0+20261202T011403Z-069a45f/explore-2*), and past 128 chunks too for 16-bit inputs whose walk
@@ -264,7 +271,7 @@ def state_pass_kind(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: in
     tokens).
     """
     nchunks = -(-dims.seqlen // chunk_size)
-    if _segmented_out(arch, dims, dtype, chunk_size):
+    if _segmented_out(arch, dims, dtype, chunk_size, initial_state):
         return "segmented-out"
     if 128 <= dims.dstate <= 256 or (dims.dstate > 256 and _swapped_walk(dtype, dims)):
         return "serial"
@@ -397,6 +404,9 @@ def segment_state_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_siz
         nchunks = -(-dims.seqlen // chunk_size)
         nseg = max(1, TARGET_PROGRAMS.get(arch, TARGET_PROGRAMS["sm_90"])[0] // _walk_programs(dims, block_p, block_n))
         seg_chunks = max(2, _next_pow2(-(-nchunks // nseg)))
+        if nchunks < 64:
+            # 32-63 chunks: two segments of 32-wide tiles, the scan skipped (see _segmented_out).
+            block_n, seg_chunks = 32, _next_pow2(-(-nchunks // 2))
         return SegmentStateConfig(block_p=block_p, block_n=block_n, seg_chunks=seg_chunks, latency=4, occupancy=2,
                                   unroll=2, scalar_latency=_SCALAR_LATENCY, pre_weights=True, weigh_x=True)
     # Narrow tiles at occupancy 4, the longest segments that still give about TARGET_PROGRAMS' count (every segment adds one state of traffic to the scan and one step to its chain):
