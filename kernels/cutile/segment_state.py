@@ -26,7 +26,9 @@ scan's elementwise one, STEP chunks per load.
 The states buffer then holds every chunk's true entry state, as the serial pass leaves it, so
 chunk_out is the same for all. ``segment_state_local`` stops after the scan: chunk_out then completes each
 L_c as it reads it, by one more product C·E_sᵀ (E_s stored in the chunk states' dtype): the variant
-segmented-out (kernels.cutile.tuning._segmented_out says where it measured faster). (An earlier rebuild inside
+segmented-out (kernels.cutile.tuning._segmented_out says where it measured faster). In exactly two segments without
+an initial state it stops after the local walk: E_0 = 0 and E_1 = L_end(0), which chunk_out reads from the walk's fp32
+end states, and chunk_out writes the final state (``SegmentCompletion``, ``scan_needed``). (An earlier rebuild inside
 chunk_out, forming h_c as it loaded the states, measured 80-300 us slower per call there than this pass costs, on
 the H200. So did a second walk from each segment's entry that writes h_c directly, the chunk states then crossing
 memory once instead of three times: at 16384 tokens 270 vs 264 us for the whole forward at dstate 128 and 733 vs
