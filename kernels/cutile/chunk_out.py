@@ -187,7 +187,8 @@ def _chunk_out_kernel(
     states: ct.Array,            # (batch, nheads, nchunks, headdim, dstate), (..., dstate, headdim) if STATES_T
     D: ct.Array,                 # (nheads,) fp32; unread unless HAS_D
     cbuf: ct.Array,              # (batch, nchunks, ngroups, CHUNK, CHUNK) fp32: C·Bᵀ per chunk; unread unless CB_BUFFER
-    seg_entry: ct.Array,         # (batch, nheads, nseg, headdim, dstate): E_s (SEG_FROM_END: L_end(s)); unread unless SEG_CHUNKS
+    seg_entry: ct.Array,         # (batch, nheads, nseg, headdim, dstate): E_s, or L_end(s) if SEG_FROM_END; unread
+                                 # unless SEG_CHUNKS
     chunk_decay: ct.Array,       # (batch, nheads, nchunks) fp32: d_c; unread unless SEG_CHUNKS
     seg_decay: ct.Array,         # (batch, nheads, 2) fp32: D_s, each segment's total; unread unless SEG_FROM_END
     final_state: ct.Array,       # out (batch, nheads, headdim, dstate) fp32; written only if SEG_FROM_END

@@ -250,7 +250,8 @@ def _segmented_out(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int
     return _walk_programs(dims, walk.block_p, walk.block_n) >= TARGET_PROGRAMS.get(arch, TARGET_PROGRAMS["sm_90"])[0] // 2
 
 
-def state_pass_kind(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int, initial_state: bool = False) -> str:
+def state_pass_kind(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int,
+                    initial_state: bool = False) -> str:
     """"segmented-out", "segmented" or "serial": the state pass that measured faster on the H200 for this kind of
     shape (``initial_state``: whether the call passes one); "segmented-out" where ``_segmented_out`` says (16-bit inputs
     at dstate 64 from 32 chunks, the benchmark's batch; from 64 with an initial state), which replaced the serial walk
