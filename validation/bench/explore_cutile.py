@@ -265,6 +265,14 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
         for tag, cand in local.items():
             out.append(one(f"two K{k} {tag}", "segmented-out", "segment_state", cand))
             out.append(one(f"two-scanned K{k} {tag}", "segmented-out-scanned", "segment_state", cand))
+        # The 32-wide local walk's pipeline depth (x and B hint, chunks a step, g and weight hint) and occupancy.
+        n32 = local.get("n32", local["walk"])
+        for latency, unroll, scalar_latency, occupancy in ((2, 2, 4, 2), (6, 2, 4, 2), (4, 1, 4, 2), (6, 1, 4, 2),
+                                                           (4, 2, 2, 2), (4, 2, 8, 2), (4, 2, 4, 3), (4, 2, 4, None)):
+            cand = dataclasses.replace(n32, latency=latency, unroll=unroll, scalar_latency=scalar_latency,
+                                       occupancy=occupancy)
+            out.append(one(f"two-depth K{k} lat{latency} u{unroll} glat{scalar_latency} occ{occupancy}",
+                           "segmented-out", "segment_state", cand))
     unique = {name: (name, variant, cfgs) for name, variant, cfgs in out}
     return [c for c in unique.values() if only is None or c[0].startswith(tuple(only)) or c[0] == "default"]
 
