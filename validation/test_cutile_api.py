@@ -238,8 +238,8 @@ def test_segmented_out_in_two_segments_plans_no_scan_and_chunk_out_writes_the_fi
     with pytest.raises(ValueError, match=r"scan=False needs exactly two segments and no initial state; got 32 chunks "
                                          r"in segments of 8"):
         segment_state.segment_state_local(x, B, torch.empty((4, 8, 4096), device="meta"), dt, None, chunk_size=128,
-                                       cfg=dataclasses.replace(cfgs.segment_state, seg_chunks=8),
-                                       scan_cfg=cfgs.segment_scan, scan=False)
+                                          cfg=dataclasses.replace(cfgs.segment_state, seg_chunks=8),
+                                          scan_cfg=cfgs.segment_scan, scan=False)
 
 
 def test_the_default_at_4096_tokens_and_dstate_64_is_two_segments_unless_an_initial_state_needs_the_scan() -> None:

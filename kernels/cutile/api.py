@@ -46,6 +46,12 @@ def _dense(t: torch.Tensor | None) -> torch.Tensor | None:
     return t.contiguous()
 
 
+def _skips_scan(variant: Variant, nchunks: int, seg_chunks: int, has_initial_state: bool) -> bool:
+    """Whether the segmented pass completed in chunk_out runs without its scan: in two segments without an initial
+    state (``scan_needed``), unless the variant keeps it (``two_segment_scan``)."""
+    return not variant.two_segment_scan and not scan_needed(nchunks, seg_chunks, has_initial_state)
+
+
 def plan_forward(x, dt, A, B, C, D, initial_state, *, chunk_size: int, arch: str,
                  variant: Variant = VARIANTS["default"],
                  configs: Configs | None = None) -> tuple[list[Launch], torch.Tensor, torch.Tensor]:
@@ -94,11 +100,10 @@ def plan_forward(x, dt, A, B, C, D, initial_state, *, chunk_size: int, arch: str
     elif kind == "segmented-out" and seg_cfg.seg_chunks > 1:
         # chunk_out completes the local states as it reads them: no completion launch; in two segments without an
         # initial state no scan either (chunk_out then writes the final state).
-        scan = variant.two_segment_scan or scan_needed(g.shape[2] // chunk_size, seg_cfg.seg_chunks,
-                                                       initial_state is not None)
+        skip = _skips_scan(variant, g.shape[2] // chunk_size, seg_cfg.seg_chunks, initial_state is not None)
         state_launches, whole, final_state, seg = segment_state_local(
             x, B, g, w if weights else dtT, initial_state, chunk_size=chunk_size, cfg=seg_cfg,
-            scan_cfg=cfgs.segment_scan, scan=scan, int64_everywhere=wide)
+            scan_cfg=cfgs.segment_scan, scan=not skip, int64_everywhere=wide)
         states, states_t = [(0, whole)], False
     else:
         state_launches, whole, final_state = segment_state(
@@ -163,7 +168,7 @@ def intermediate_traffic(dims: SSDDims, dtype: torch.dtype, chunk_size: int, arc
     if seg_cfg.pre_weights:
         cumsum += 2 * tokens * dims.nheads * 4
         cb_how = "; the cumsum's chunk-state weights written once, read once" + cb_how
-    if kind == "segmented-out" and K > 1 and not variant.two_segment_scan and not scan_needed(nchunks, K, False):
+    if kind == "segmented-out" and K > 1 and _skips_scan(variant, nchunks, K, False):
         # Two segments: the local states written and read once; segment 0's fp32 end state read with each chunk of
         # segment 1 (at most half a state a chunk, elems / 2 in fp32) and, with segment 1's, once for the final state.
         return cumsum + cb + 2 * elems * e + elems // 2 * 4 + 2 * seg, (

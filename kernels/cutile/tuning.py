@@ -401,13 +401,15 @@ def segment_state_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_siz
         # chunks a step, g and dt hinted 4), whole 64-wide states, two programs an SM, so about as many segments as
         # give TARGET_PROGRAMS' count (eight at batch 4 and 8 heads): on the H200 within 1% of the best of 2-8 segments
         # and 32- or 64-wide tiles from 8192 to 131072 tokens (see _segmented_out).
-        block_p, block_n = min(dims.headdim, 64), 64
+        block_p = min(dims.headdim, 64)
         nchunks = -(-dims.seqlen // chunk_size)
-        nseg = max(1, TARGET_PROGRAMS.get(arch, TARGET_PROGRAMS["sm_90"])[0] // _walk_programs(dims, block_p, block_n))
-        seg_chunks = max(2, _next_pow2(-(-nchunks // nseg)))
         if nchunks < 64:
             # 32-63 chunks: two segments of 32-wide tiles, the scan skipped (see _segmented_out).
             block_n, seg_chunks = 32, _next_pow2(-(-nchunks // 2))
+        else:
+            block_n = 64
+            nseg = max(1, TARGET_PROGRAMS.get(arch, TARGET_PROGRAMS["sm_90"])[0] // _walk_programs(dims, block_p, block_n))
+            seg_chunks = max(2, _next_pow2(-(-nchunks // nseg)))
         return SegmentStateConfig(block_p=block_p, block_n=block_n, seg_chunks=seg_chunks, latency=4, occupancy=2,
                                   unroll=2, scalar_latency=_SCALAR_LATENCY, pre_weights=True, weigh_x=True)
     # Narrow tiles at occupancy 4, the longest segments that still give about TARGET_PROGRAMS' count (every segment adds one state of traffic to the scan and one step to its chain):
