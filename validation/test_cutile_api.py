@@ -268,6 +268,52 @@ def test_the_default_at_4096_tokens_and_dstate_64_is_two_segments_unless_an_init
     assert traffic == 3 * 2 * tokens * 8 * 4 + weights + 2 * elems * 2 + elems // 2 * 4 + 2 * seg
 
 
+def _same_view(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two tensors (meta ones too, whose data_ptr is 0) view the same elements of the same base."""
+    base_a, base_b = (a if a._base is None else a._base), (b if b._base is None else b._base)
+    return base_a is base_b and (a.shape, a.stride(), a.storage_offset()) == (b.shape, b.stride(), b.storage_offset())
+
+
+@pytest.mark.parametrize("seqlen,dstate,initial_state,parts", [
+    (4096, 128, False, False), (4096, 64, False, False), (16384, 64, True, False), (2**21, 512, False, True)],
+    ids=["serial", "two-segments", "segmented-out", "serial-in-parts"])
+def test_without_the_cumsum_launch_the_walk_takes_the_cumsum_and_fills_chunk_outs_buffers(seqlen, dstate, initial_state,
+                                                                                          parts) -> None:
+    # The variant cumsum-in-kernels: no cumsum launch; every walk reads A and the caller's dt (in parts, the part's
+    # tokens), weighs its chunks itself and writes the cumsum's g and dt buffers, which chunk_out reads.
+    batch = 1 if seqlen == 2**21 else 4
+    nheads = 16 if seqlen == 2**21 else 8
+    spec = SpecClass(SSDDims(batch, seqlen, nheads, 64, 1, dstate), torch.bfloat16, 128, True, initial_state)
+    x, dt, A, B, C, D, h0 = meta_inputs(spec)
+    launches, _, _ = cutile_api.plan_forward(x, dt, A, B, C, D, h0, chunk_size=128, arch="sm_90",
+                                             variant=VARIANTS["cumsum-in-kernels"])
+    names = [la.kernel._pyfunc.__name__ for la in launches]
+    assert "_chunk_cumsum_kernel" not in names
+    walk_launches = [la for la in launches if la.kernel._pyfunc.__name__ == "_state_pass_kernel"]
+    outs = [la for la in launches if la.kernel._pyfunc.__name__ == "_chunk_out_kernel"]
+    assert len(walk_launches) == len(outs) and (len(outs) > 1) is parts
+    tokens = 0
+    for walk, out in zip(walk_launches, outs, strict=True):
+        w = dict(zip(inspect.signature(walk.kernel._pyfunc).parameters, walk.args, strict=True))
+        o = dict(zip(inspect.signature(out.kernel._pyfunc).parameters, out.args, strict=True))
+        assert w["RAW_DT"] is True and w["PRE_WEIGHTS"] is False
+        assert w["g"] is A and w["dtT"].shape == (batch, w["x"].shape[1], nheads)
+        assert _same_view(w["dtT"], dt[:, tokens:tokens + w["x"].shape[1]]) if parts else w["dtT"] is dt
+        assert w["g_out"].shape == o["g"].shape == (batch, nheads, -(-w["x"].shape[1] // 128) * 128)
+        assert _same_view(w["g_out"], o["g"]) and _same_view(w["dt_out"], o["dtT"])
+        assert not _same_view(w["g_out"], w["dt_out"])
+        tokens += w["x"].shape[1]
+    assert tokens == seqlen
+    # The default keeps the launch, and its walk neither takes the cumsum nor writes one.
+    launches, _, _ = cutile_api.plan_forward(x, dt, A, B, C, D, h0, chunk_size=128, arch="sm_90")
+    assert launches[0].kernel._pyfunc.__name__ == "_chunk_cumsum_kernel"
+    walk = next(la for la in launches if la.kernel._pyfunc.__name__ == "_state_pass_kernel")
+    assert dict(zip(inspect.signature(walk.kernel._pyfunc).parameters, walk.args, strict=True))["RAW_DT"] is False
+    with pytest.raises(ValueError, match="fused pass"):
+        cutile_api.plan_forward(x, dt, A, B, C, D, h0, chunk_size=128, arch="sm_90",
+                                variant=dataclasses.replace(VARIANTS["cumsum-in-kernels"], state="fused"))
+
+
 @pytest.mark.parametrize("variant,seqlen", [("serial-state", 700), ("default", 70)], ids=["variant", "short"])
 def test_serial_state_pass_plans_the_three_kernels_of_the_post(variant, seqlen) -> None:
     # The variant always; the default for sequences of at most 8 chunks at dstate 16 (and at dstate 128-256).
@@ -289,7 +335,9 @@ def test_fused_pass_plans_no_chunk_states_and_refuses_a_state_too_wide_to_carry(
     nseg = -(-128 // K)
     # The local walk stores segment end states only, over the output walk's segments; the scan hands the output
     # walk every segment's fp32 entry state.
-    assert walk.args[12] == K and walk.args[14:17] == (False, False, True)
+    arg = dict(zip(inspect.signature(walk.kernel._pyfunc).parameters, walk.args, strict=True))
+    assert arg["SEG_CHUNKS"] == K
+    assert (arg["STORE_STATES"], arg["STORE_DECAY"], arg["STORE_END"]) == (False, False, True)
     assert scan.args[3].shape == (4, 8, nseg, 64, 128) and scan.args[3].dtype == torch.float32
     assert out.args[5] is scan.args[3] and out.grid == (nseg * 8, 4)
     assert y.shape == (4, 16384, 8, 64) and final_state.shape == (4, 8, 64, 128)

@@ -33,6 +33,39 @@ def exp2_decay(x):
     return exp2(ct.minimum(x, 0.0))
 
 
+def chunk_scalars(g, dt, b, head, chunk, CHUNK, RAW, latency=None):
+    """One head's chunk of per-token scalars, (CHUNK,) each: its cumsum g of A dt in log2 units and dt, zero past
+    the sequence's end (so g stays at the last real token's value through a ragged tail).
+
+    Read from chunk_cumsum's head-major (batch, nheads, nchunks * CHUNK) buffers ``g`` and ``dt``; or with RAW (no
+    cumsum launch) summed here from the caller's dt (batch, seqlen, nheads), passed as ``dt``, and A (nheads,), passed
+    as ``g``: the same products, A log2(e) times dt, as chunk_cumsum's, summed along the chunk."""
+    if RAW:
+        dtc = ct.load(dt, (b, chunk, head), shape=(1, CHUNK, 1), padding_mode=ct.PaddingMode.ZERO,
+                      latency=latency).reshape((CHUNK,))
+        a = ct.load(g, (head,), shape=(1,)) * LOG2E
+        return ct.cumsum(dtc * a, axis=0), dtc
+    gc = ct.load(g, (b, head, chunk), shape=(1, 1, CHUNK), padding_mode=ct.PaddingMode.ZERO,
+                 latency=latency).reshape((CHUNK,))
+    dtc = ct.load(dt, (b, head, chunk), shape=(1, 1, CHUNK), padding_mode=ct.PaddingMode.ZERO,
+                  latency=latency).reshape((CHUNK,))
+    return gc, dtc
+
+
+def chunk_count(x, g, CHUNK, RAW):
+    """The chunks of a kernel's sequence (or part), int32: from the cumsum buffer's length, or with RAW (no cumsum
+    buffer) from x's tokens."""
+    if RAW:
+        return (ct.astype(x.shape[1], ct.int32) + CHUNK - 1) // CHUNK
+    return ct.astype(g.shape[2], ct.int32) // CHUNK
+
+
+def token_views(g: torch.Tensor, dt: torch.Tensor, tokens: slice, raw_dt: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """The per-token scalars of the tokens ``tokens`` (a part of the sequence): views of the cumsum's head-major g and
+    dt, or with ``raw_dt`` A as it is and a view of the caller's dt (batch, seqlen, nheads)."""
+    return (g, dt[:, tokens]) if raw_dt else (g[:, :, tokens], dt[:, :, tokens])
+
+
 # cuTile indexes an array with int32 unless its parameter is annotated ct.IndexedWithInt64.
 _INT32_SPAN = 2**31
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import cuda.tile as ct
 import torch
 
 from kernels.cutile import tuning
 from kernels.cutile._launch import Launch
-from kernels.cutile.chunk_cumsum import chunk_cumsum
+from kernels.cutile.chunk_cumsum import chunk_cumsum, cumsum_buffers
 from kernels.cutile.chunk_out import chunk_out
 from kernels.cutile.limits import LIMITS
 from kernels.cutile.segment_out import segment_out
@@ -82,38 +84,52 @@ def plan_forward(x, dt, A, B, C, D, initial_state, *, chunk_size: int, arch: str
                                                                                  initial_state is not None)
     walk_cfg = tuning.serial_walk_config(cfgs.state_pass, variant, arch, dims, x.dtype, chunk_size)
     seg_cfg = cfgs.chunk_state if kind == "chunked" else cfgs.segment_state
-    # The walks may read the chunk-state weights precomputed by the cumsum (``pre_weights``).
-    weights = walk_cfg.pre_weights if kind == "serial" else kind != "fused" and seg_cfg.pre_weights
-    cumsum_launch, g, dtT, w = chunk_cumsum(dt, A, chunk_size=chunk_size, cfg=cfgs.chunk_cumsum,
-                                            int64_everywhere=wide, weights=weights)
+    cumsum_out = None
+    if variant.cumsum_in_kernels:
+        # No cumsum launch: the walks read the caller's A and dt in place of g and dt, weigh their chunks themselves
+        # and fill the cumsum's buffers for chunk_out.
+        if kind == "fused":
+            raise ValueError(f"{_WHO}: the variant's cumsum in the walk does not cover the fused pass")
+        seg_cfg = replace(seg_cfg, pre_weights=False)
+        cumsum_out = cumsum_buffers(dt, chunk_size)
+        cumsum_launches, g, dtT, w, weights = [], A, dt, None, False
+    else:
+        # The walks may read the chunk-state weights precomputed by the cumsum (``pre_weights``).
+        weights = walk_cfg.pre_weights if kind == "serial" else kind != "fused" and seg_cfg.pre_weights
+        cumsum_launch, g, dtT, w = chunk_cumsum(dt, A, chunk_size=chunk_size, cfg=cfgs.chunk_cumsum,
+                                                int64_everywhere=wide, weights=weights)
+        cumsum_launches = [cumsum_launch]
     if kind == "fused":
         fused, y, final_state = segment_out(x, B, C, g, dtT, D, A, initial_state, chunk_size=chunk_size,
                                             cfg=cfgs.segment_out, walk_cfg=cfgs.segment_state,
                                             scan_cfg=cfgs.segment_scan, int64_everywhere=wide)
-        return [cumsum_launch, *fused], y, final_state
+        return [*cumsum_launches, *fused], y, final_state
     seg = None  # what completes the chunk states in chunk_out, if the segmented pass leaves them local
     if kind == "serial":
         state_launches, states, final_state = state_pass(
             x, B, g, w if weights else dtT, initial_state, chunk_size=chunk_size, cfg=walk_cfg, int64_everywhere=wide,
-            split=variant.split_states)
+            split=variant.split_states, cumsum_out=cumsum_out)
         states_t = walk_cfg.states_t
     elif kind == "segmented-out" and seg_cfg.seg_chunks > 1:
         # chunk_out completes the local states as it reads them: no completion launch; in two segments without an
         # initial state no scan either (chunk_out then writes the final state).
-        skip = _skips_scan(variant, g.shape[2] // chunk_size, seg_cfg.seg_chunks, initial_state is not None)
+        skip = _skips_scan(variant, -(-dims.seqlen // chunk_size), seg_cfg.seg_chunks, initial_state is not None)
         state_launches, whole, final_state, seg = segment_state_local(
             x, B, g, w if weights else dtT, initial_state, chunk_size=chunk_size, cfg=seg_cfg,
-            scan_cfg=cfgs.segment_scan, scan=not skip, int64_everywhere=wide)
+            scan_cfg=cfgs.segment_scan, scan=not skip, int64_everywhere=wide, cumsum_out=cumsum_out)
         states, states_t = [(0, whole)], False
     else:
         state_launches, whole, final_state = segment_state(
             x, B, g, w if weights else dtT, initial_state, chunk_size=chunk_size, cfg=seg_cfg,
-            scan_cfg=cfgs.segment_scan, apply_cfg=cfgs.segment_apply, int64_everywhere=wide)
+            scan_cfg=cfgs.segment_scan, apply_cfg=cfgs.segment_apply, int64_everywhere=wide,
+            cumsum_out=cumsum_out)
         states, states_t = [(0, whole)], False
+    if cumsum_out is not None:
+        g, dtT = cumsum_out
     out_launches, y = chunk_out(
         x, B, C, g, dtT, states, D, A, chunk_size=chunk_size, cfg=out_cfg, states_t=states_t, seg=seg,
         int64_everywhere=wide)
-    return [cumsum_launch, *state_launches, *out_launches], y, final_state
+    return [*cumsum_launches, *state_launches, *out_launches], y, final_state
 
 
 def intermediate_traffic(dims: SSDDims, dtype: torch.dtype, chunk_size: int, arch: str,

@@ -57,6 +57,14 @@ def _chunk_cumsum_args(dt, A, g, dtT, w, cfg: ChunkCumsumConfig, chunk_size: int
     )
 
 
+def cumsum_buffers(dt: torch.Tensor, chunk_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The (g, dtT) buffers this stage fills, (batch, nheads, nchunks * chunk_size) fp32 each; also filled by a walk
+    that takes the cumsum itself (kernels.cutile.state_pass.walk_args's ``cumsum_out``)."""
+    batch, seqlen, nheads = dt.shape
+    shape = (batch, nheads, -(-seqlen // chunk_size) * chunk_size)
+    return (empty(shape, dtype=torch.float32, device=dt.device), empty(shape, dtype=torch.float32, device=dt.device))
+
+
 def chunk_cumsum(dt: torch.Tensor, A: torch.Tensor, *, chunk_size: int, cfg: ChunkCumsumConfig,
                  int64_everywhere: bool = False,
                  weights: bool = False) -> tuple[Launch, torch.Tensor, torch.Tensor, torch.Tensor | None]:
@@ -64,8 +72,7 @@ def chunk_cumsum(dt: torch.Tensor, A: torch.Tensor, *, chunk_size: int, cfg: Chu
     ``weights``, else None)."""
     batch, seqlen, nheads = dt.shape
     nchunks = -(-seqlen // chunk_size)
-    g = empty((batch, nheads, nchunks * chunk_size), dtype=torch.float32, device=dt.device)
-    dtT = empty(g.shape, dtype=torch.float32, device=dt.device)
+    g, dtT = cumsum_buffers(dt, chunk_size)
     w = empty(g.shape, dtype=torch.float32, device=dt.device) if weights else None
     grid = (nchunks, -(-nheads // cfg.block_h), batch)
     # Without ``weights`` the kernel never writes ``w``: any array of its shape stands in.

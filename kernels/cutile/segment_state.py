@@ -172,13 +172,16 @@ def segment_entries(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torc
 
 def segment_state(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torch.Tensor,
                   initial_state: torch.Tensor | None, *, chunk_size: int, cfg: SegmentStateConfig,
-                  scan_cfg: SegmentScanConfig, apply_cfg: SegmentApplyConfig, int64_everywhere: bool = False
+                  scan_cfg: SegmentScanConfig, apply_cfg: SegmentApplyConfig, int64_everywhere: bool = False,
+                  cumsum_out: tuple[torch.Tensor, torch.Tensor] | None = None
                   ) -> tuple[list[Launch], torch.Tensor, torch.Tensor]:
     """Plan stage 2 as three launches (two for segments of one chunk); returns them, the chunk entry states and
-    the final state. ``dtT``: dt, or with ``cfg.pre_weights`` the cumsum's chunk-state weights."""
+    the final state. ``dtT``: dt, or with ``cfg.pre_weights`` the cumsum's chunk-state weights; with ``cumsum_out``,
+    no cumsum launch: ``g`` and ``dtT`` are the caller's A and dt, and the local walk fills these cumsum buffers
+    (``walk_args``)."""
     launches, states, final_state, _ = _segment_pass(x, B, g, dtT, initial_state, chunk_size=chunk_size, cfg=cfg,
                                                      scan_cfg=scan_cfg, apply_cfg=apply_cfg, complete=True,
-                                                     int64_everywhere=int64_everywhere)
+                                                     int64_everywhere=int64_everywhere, cumsum_out=cumsum_out)
     return launches, states, final_state
 
 
@@ -190,32 +193,35 @@ def scan_needed(nchunks: int, seg_chunks: int, has_initial_state: bool) -> bool:
 
 def segment_state_local(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torch.Tensor,
                         initial_state: torch.Tensor | None, *, chunk_size: int, cfg: SegmentStateConfig,
-                        scan_cfg: SegmentScanConfig, scan: bool = True, int64_everywhere: bool = False
+                        scan_cfg: SegmentScanConfig, scan: bool = True, int64_everywhere: bool = False,
+                        cumsum_out: tuple[torch.Tensor, torch.Tensor] | None = None
                         ) -> tuple[list[Launch], torch.Tensor, torch.Tensor, SegmentCompletion]:
     """Plan the local walk and the scan only (segments of at least two chunks); returns the launches, every chunk's
     local state L_c, the final state and what completes L_c into the entry state h_c (``SegmentCompletion``). For a
     consumer that completes the states as it reads them (chunk_out's ``seg``). ``scan=False``: the local walk alone,
     for a sequence in two segments without an initial state (``scan_needed``); the consumer then writes the final
-    state."""
+    state. ``cumsum_out``: as ``segment_state``'s."""
+    nchunks = -(-x.shape[1] // chunk_size)
     if cfg.seg_chunks < 2:
         raise ValueError(f"segment_state_local: seg_chunks={cfg.seg_chunks}; expected at least 2 (segments of one "
                          "chunk leave nothing to complete)")
-    if not scan and scan_needed(g.shape[2] // chunk_size, cfg.seg_chunks, initial_state is not None):
+    if not scan and scan_needed(nchunks, cfg.seg_chunks, initial_state is not None):
         raise ValueError(f"segment_state_local: scan=False needs exactly two segments and no initial state; got "
-                         f"{g.shape[2] // chunk_size} chunks in segments of {cfg.seg_chunks}, initial_state "
+                         f"{nchunks} chunks in segments of {cfg.seg_chunks}, initial_state "
                          f"{'given' if initial_state is not None else 'None'}")
     launches, states, final_state, seg = _segment_pass(x, B, g, dtT, initial_state, chunk_size=chunk_size, cfg=cfg,
                                                        scan_cfg=scan_cfg, apply_cfg=None, complete=False, scan=scan,
-                                                       int64_everywhere=int64_everywhere)
+                                                       int64_everywhere=int64_everywhere, cumsum_out=cumsum_out)
     return launches, states, final_state, seg
 
 
 def _segment_pass(x, B, g, dtT, initial_state, *, chunk_size: int, cfg: SegmentStateConfig,
                   scan_cfg: SegmentScanConfig, apply_cfg: SegmentApplyConfig | None, complete: bool,
-                  int64_everywhere: bool, scan: bool = True):
+                  int64_everywhere: bool, scan: bool = True,
+                  cumsum_out: tuple[torch.Tensor, torch.Tensor] | None = None):
     batch, seqlen, nheads, headdim = x.shape
     dstate = B.shape[3]
-    nchunks = g.shape[2] // chunk_size
+    nchunks = -(-seqlen // chunk_size)
     K = cfg.seg_chunks
     nseg = -(-nchunks // K)
     dev = x.device
@@ -239,7 +245,8 @@ def _segment_pass(x, B, g, dtT, initial_state, *, chunk_size: int, cfg: SegmentS
                            block_n=cfg.block_n, seg_chunks=K, from_entry=False, store_states=not chunked,
                            store_decay=not chunked, store_end=True, latency=cfg.latency, swap_ab=cfg.swap_ab,
                            unroll=cfg.unroll, scalar_latency=cfg.scalar_latency,
-                           pre_weights=cfg.pre_weights, weigh_x=cfg.weigh_x, packed_weights=cfg.packed_weights)
+                           pre_weights=cfg.pre_weights, weigh_x=cfg.weigh_x, packed_weights=cfg.packed_weights,
+                           cumsum_out=cumsum_out)
     local = plan_launch(_state_pass_kernel, walk_grid(x, B, nseg, cfg.block_p, cfg.block_n), local_args,
                         occupancy=cfg.occupancy, int64_everywhere=int64_everywhere)
 

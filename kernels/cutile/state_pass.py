@@ -15,7 +15,16 @@ import cuda.tile as ct
 import torch
 
 from kernels.alloc import empty
-from kernels.cutile._launch import Launch, exp2, exp2_decay, int32_parts, plan_launch
+from kernels.cutile._launch import (
+    Launch,
+    chunk_count,
+    chunk_scalars,
+    exp2,
+    exp2_decay,
+    int32_parts,
+    plan_launch,
+    token_views,
+)
 from kernels.cutile.tuning import StatePassConfig
 
 # SEG_CHUNKS of the serial pass: one segment longer than any sequence, one compiled kernel for every length.
@@ -51,11 +60,12 @@ def _weigh(Bc, gc, dtc, CHUNK, MMA_DTYPE):
     return (Bc * weight.reshape((CHUNK, 1))).astype(MMA_DTYPE), g_last
 
 
-def _chunk_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile, CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE,
-                 SCALAR_LATENCY, PRE_WEIGHTS, WEIGH_X, PACKED_WEIGHTS):
+def _chunk_tiles(x, B, g, dtT, g_out, dt_out, b, chunk, nchunks, head, group, p_tile, n_tile, CHUNK, BLOCK_P, BLOCK_N,
+                 LATENCY, MMA_DTYPE, SCALAR_LATENCY, PRE_WEIGHTS, WEIGH_X, PACKED_WEIGHTS, RAW_DT):
     """One chunk's X (CHUNK, BLOCK_P) and B (CHUNK, BLOCK_N) in the matmul dtype, one of them weighted per token
     (``_weights``: B's rows, or x's with WEIGH_X), and g_last: all that a step of the walk needs besides the carried
-    state."""
+    state. RAW_DT: the chunk's cumsum taken here, and written to ``g_out`` and ``dt_out`` for chunk_out by the head's
+    first state tile."""
     # Rows past seqlen load as zeros: with dt = 0 there too, the ragged tail adds nothing; a chunk past the
     # sequence's end loads g = 0 and dt = 0 as well (a step that changes nothing).
     X = ct.load(x, (b, chunk, head, p_tile), shape=(1, CHUNK, 1, BLOCK_P),
@@ -64,10 +74,11 @@ def _chunk_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile, CHUNK, BLO
                  padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((CHUNK, BLOCK_N))
     # The per-token g and dt rows: a latency hint of their own (0: the compiler's choice).
     scalar_latency = ct.static_eval(SCALAR_LATENCY if SCALAR_LATENCY > 0 else None)
-    gc = ct.load(g, (b, head, chunk), shape=(1, 1, CHUNK), padding_mode=ct.PaddingMode.ZERO,
-                 latency=scalar_latency).reshape((CHUNK,))
-    dtc = ct.load(dtT, (b, head, chunk), shape=(1, 1, CHUNK), padding_mode=ct.PaddingMode.ZERO,
-                  latency=scalar_latency).reshape((CHUNK,))
+    gc, dtc = chunk_scalars(g, dtT, b, head, chunk, CHUNK, RAW_DT, scalar_latency)
+    if RAW_DT:
+        if n_tile == 0 and p_tile == 0 and chunk < nchunks:
+            ct.store(g_out, (b, head, chunk), gc.reshape((1, 1, CHUNK)))
+            ct.store(dt_out, (b, head, chunk), dtc.reshape((1, 1, CHUNK)))
     weight, g_last = _weights(gc, dtc, CHUNK, PRE_WEIGHTS)
     if PACKED_WEIGHTS and X.dtype == ct.bfloat16:
         # The product in bf16: one packed multiply a pair of elements, no widening to fp32. bf16 only: it keeps
@@ -84,7 +95,7 @@ def _chunk_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile, CHUNK, BLO
 
 def _prefix_state(x, B, g, dtT, seg_entry, b, head, group, p_tile, n_tile, t0, t1, first, SHAPE, SHAPE5, ORDER, CHUNK,
                   BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY, PRE_WEIGHTS, WEIGH_X, PACKED_WEIGHTS, SWAP_AB,
-                  FROM_ENTRY):
+                  FROM_ENTRY, RAW_DT):
     """The state tile at the entry of chunk ``first``, from the entry state (or zero) and the chunks before it, as one
     sum instead of a walk: h = exp2(D_0) h_entry + sum_c exp2(D_c) X_cᵀ (w_c B_c), D_c the log2 decay from the end of
     chunk c to ``first``. The chunks are taken last to first, so that D_c grows as a running sum of the chunks' own
@@ -102,8 +113,7 @@ def _prefix_state(x, B, g, dtT, seg_entry, b, head, group, p_tile, n_tile, t0, t
                     latency=LATENCY).reshape((CHUNK, BLOCK_P))
         Bc = ct.load(B, (b, chunk, group, n_tile), shape=(1, CHUNK, 1, BLOCK_N), padding_mode=ct.PaddingMode.ZERO,
                      latency=LATENCY).reshape((CHUNK, BLOCK_N))
-        gc = ct.load(g, (b, head, chunk), shape=(1, 1, CHUNK), latency=scalar_latency).reshape((CHUNK,))
-        dtc = ct.load(dtT, (b, head, chunk), shape=(1, 1, CHUNK), latency=scalar_latency).reshape((CHUNK,))
+        gc, dtc = chunk_scalars(g, dtT, b, head, chunk, CHUNK, RAW_DT, scalar_latency)
         weight, g_last = _weights(gc, dtc, CHUNK, PRE_WEIGHTS)
         weight = weight * exp2(decay)
         if PACKED_WEIGHTS and X.dtype == ct.bfloat16:
@@ -150,13 +160,16 @@ def _step(states, chunk_decay, h, decay, X, Bw, g_last, b, head, chunk, t0, t1, 
 def _state_pass_kernel(
     x: ct.Array,                 # (batch, seqlen, nheads, headdim)
     B: ct.Array,                 # (batch, seqlen, ngroups, dstate)
-    g: ct.Array,                 # (batch, nheads, nchunks * CHUNK) fp32, from chunk_cumsum
-    dtT: ct.Array,               # (batch, nheads, nchunks * CHUNK) fp32, from chunk_cumsum
+    g: ct.Array,                 # (batch, nheads, nchunks * CHUNK) fp32, from chunk_cumsum; A (nheads,) if RAW_DT
+    dtT: ct.Array,               # (batch, nheads, nchunks * CHUNK) fp32, from chunk_cumsum; dt (batch, seqlen, nheads)
+                                 # if RAW_DT
     seg_entry: ct.Array,         # (batch, nheads, nseg, headdim, dstate) fp32: each segment's entry; read if FROM_ENTRY
     states: ct.Array,            # out (batch, nheads, nchunks, headdim, dstate): each chunk's entry; if STORE_STATES
     chunk_decay: ct.Array,       # out (batch, nheads, nchunks) fp32: log2 decay since the segment start; if STORE_DECAY
     seg_end: ct.Array,           # out (batch, nheads, nseg, headdim, dstate) fp32: each segment's end; if STORE_END
     seg_decay: ct.Array,         # out (batch, nheads, nseg) fp32: each segment's total log2 decay; if STORE_END
+    g_out: ct.Array,             # out (batch, nheads, nchunks * CHUNK) fp32: chunk_cumsum's g; if RAW_DT
+    dt_out: ct.Array,            # out (batch, nheads, nchunks * CHUNK) fp32: chunk_cumsum's dtT; if RAW_DT
     CHUNK: ct.Constant[int],
     BLOCK_P: ct.Constant[int],
     BLOCK_N: ct.Constant[int],
@@ -174,6 +187,7 @@ def _state_pass_kernel(
     WEIGH_X: ct.Constant[bool],
     PACKED_WEIGHTS: ct.Constant[bool],
     PREFIX: ct.Constant[bool],
+    RAW_DT: ct.Constant[bool],
 ):
     """Grid (nseg * nheads * headdim/BLOCK_P * dstate/BLOCK_N, batch): one (BLOCK_P, BLOCK_N) tile of one
     head's state, carried in fp32 registers through the chunks of one segment, from the segment's entry
@@ -187,7 +201,9 @@ def _state_pass_kernel(
     weight goes on x's rows instead of B's. PACKED_WEIGHTS: for bf16 inputs the weighted operand is multiplied in bf16,
     the weight rounded to it. PREFIX: the serial walk in segments (the variant two-segment-walk): each segment starts
     from ``seg_entry``'s one entry state summed through the chunks before it (``_prefix_state``), and only the last
-    segment stores the end state."""
+    segment stores the end state. RAW_DT: no cumsum launch before the walk; each chunk's cumsum is
+    taken here from the caller's dt and A (``chunk_scalars``), the weights computed here (not PRE_WEIGHTS), and the
+    cumsum's buffers for chunk_out written here (``g_out``, ``dt_out``), each chunk once."""
     # bf16/fp16 operands run on the tensor cores as they are (HGMMA on sm_90); fp32 operands are cast
     # to tf32 on purpose: an fp32 ct.mma takes no tensor core path and spills.
     MMA_DTYPE = ct.static_eval(ct.tfloat32 if x.dtype == ct.float32 else x.dtype)
@@ -195,7 +211,7 @@ def _state_pass_kernel(
     nheads, ngroups = ct.astype(x.shape[2], ct.int32), ct.astype(B.shape[2], ct.int32)
     ptiles = ct.astype(x.shape[3], ct.int32) // BLOCK_P
     ntiles = ct.astype(B.shape[3], ct.int32) // BLOCK_N
-    nchunks = ct.astype(g.shape[2], ct.int32) // CHUNK
+    nchunks = chunk_count(x, g, CHUNK, RAW_DT)
     b = ct.bid(1)
     n_tile, p_tile, head, seg = state_tile(ct.bid(0), ntiles, ptiles, nheads)
     group = head // (nheads // ngroups)
@@ -217,7 +233,7 @@ def _state_pass_kernel(
         # through the chunks before the segment by ``_prefix_state``.
         h = _prefix_state(x, B, g, dtT, seg_entry, b, head, group, p_tile, n_tile, t0, t1, first, SHAPE, SHAPE5, ORDER,
                           CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY, PRE_WEIGHTS, WEIGH_X,
-                          PACKED_WEIGHTS, SWAP_AB, FROM_ENTRY)
+                          PACKED_WEIGHTS, SWAP_AB, FROM_ENTRY, RAW_DT)
     elif FROM_ENTRY:
         h = ct.load(seg_entry, (b, head, seg, t0, t1), shape=SHAPE5, order=ORDER).reshape(SHAPE)
     else:
@@ -230,18 +246,18 @@ def _state_pass_kernel(
     for step in range((min(SEG_CHUNKS, nchunks - first) + UNROLL - 1) // UNROLL):
         chunk = first + step * UNROLL
         if UNROLL == 1:
-            X, Bw, g_last = _chunk_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile,
+            X, Bw, g_last = _chunk_tiles(x, B, g, dtT, g_out, dt_out, b, chunk, nchunks, head, group, p_tile, n_tile,
                                          CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY, PRE_WEIGHTS,
-                                         WEIGH_X, PACKED_WEIGHTS)
+                                         WEIGH_X, PACKED_WEIGHTS, RAW_DT)
             h, decay = _step(states, chunk_decay, h, decay, X, Bw, g_last, b, head, chunk, t0, t1,
                              SHAPE5, STATES_ORDER, STORE_STATES, STORE_DECAY, SWAP_AB, MMA_DTYPE)
         else:
-            X0, Bw0, g_last0 = _chunk_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile,
-                                            CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY, PRE_WEIGHTS,
-                                            WEIGH_X, PACKED_WEIGHTS)
-            X1, Bw1, g_last1 = _chunk_tiles(x, B, g, dtT, b, chunk + 1, head, group, p_tile, n_tile,
-                                            CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY, PRE_WEIGHTS,
-                                            WEIGH_X, PACKED_WEIGHTS)
+            X0, Bw0, g_last0 = _chunk_tiles(x, B, g, dtT, g_out, dt_out, b, chunk, nchunks, head, group, p_tile,
+                                            n_tile, CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY,
+                                            PRE_WEIGHTS, WEIGH_X, PACKED_WEIGHTS, RAW_DT)
+            X1, Bw1, g_last1 = _chunk_tiles(x, B, g, dtT, g_out, dt_out, b, chunk + 1, nchunks, head, group, p_tile,
+                                            n_tile, CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY,
+                                            PRE_WEIGHTS, WEIGH_X, PACKED_WEIGHTS, RAW_DT)
             h, decay = _step(states, chunk_decay, h, decay, X0, Bw0, g_last0, b, head, chunk, t0, t1,
                              SHAPE5, STATES_ORDER, STORE_STATES, STORE_DECAY, SWAP_AB, MMA_DTYPE)
             if chunk + 1 < nchunks:
@@ -264,13 +280,21 @@ def walk_args(x, B, g, dtT, *, seg_entry, states, chunk_decay, seg_end, seg_deca
               block_n: int, seg_chunks: int, from_entry: bool, store_states: bool, store_decay: bool,
               store_end: bool, latency: int, swap_ab: bool = False, states_t: bool = False, unroll: int = 1,
               scalar_latency: int | None = None, pre_weights: bool = False, weigh_x: bool = False,
-              packed_weights: bool = False, prefix: bool = False) -> tuple:
-    """``_state_pass_kernel``'s arguments, by name; a buffer a walk does not touch may be any array of its rank."""
+              packed_weights: bool = False, prefix: bool = False,
+              cumsum_out: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple:
+    """``_state_pass_kernel``'s arguments, by name; a buffer a walk does not touch may be any array of its rank.
+    ``cumsum_out``: ``g`` and ``dtT`` are the caller's A and dt, each chunk's cumsum taken in the walk and written to
+    these two buffers (chunk_cumsum's g and dtT, for chunk_out): the kernel's RAW_DT."""
+    raw_dt = cumsum_out is not None
     if unroll not in (1, 2) or seg_chunks % unroll:
         raise ValueError(f"_state_pass_kernel: unroll={unroll}; expected 1 or 2, dividing seg_chunks={seg_chunks}")
-    return (x, B, g, dtT, seg_entry, states, chunk_decay, seg_end, seg_decay, chunk_size, block_p, block_n,
-            seg_chunks, from_entry, store_states, store_decay, store_end, swap_ab, states_t, latency, unroll,
-            scalar_latency or 0, pre_weights, weigh_x, packed_weights, prefix)
+    if raw_dt and pre_weights:
+        raise ValueError("_state_pass_kernel: raw_dt=True with pre_weights=True; the weights come from the cumsum "
+                         "launch, which raw_dt leaves out")
+    g_out, dt_out = cumsum_out if raw_dt else (g, dtT)  # never written without RAW_DT
+    return (x, B, g, dtT, seg_entry, states, chunk_decay, seg_end, seg_decay, g_out, dt_out, chunk_size, block_p,
+            block_n, seg_chunks, from_entry, store_states, store_decay, store_end, swap_ab, states_t, latency, unroll,
+            scalar_latency or 0, pre_weights, weigh_x, packed_weights, prefix, raw_dt)
 
 
 def walk_grid(x: torch.Tensor, B: torch.Tensor, nseg: int, block_p: int, block_n: int) -> tuple[int, int]:
@@ -301,8 +325,9 @@ def state_dtype(x_dtype: torch.dtype) -> torch.dtype:
 
 def state_pass(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torch.Tensor,
                initial_state: torch.Tensor | None, *, chunk_size: int, cfg: StatePassConfig,
-               int64_everywhere: bool = False,
-               split: bool = True) -> tuple[list[Launch], list[tuple[int, torch.Tensor]], torch.Tensor]:
+               int64_everywhere: bool = False, split: bool = True,
+               cumsum_out: tuple[torch.Tensor, torch.Tensor] | None = None
+               ) -> tuple[list[Launch], list[tuple[int, torch.Tensor]], torch.Tensor]:
     """Plan stage 2 as a walk over the whole sequence; returns its launches, the chunk entry states as parts
     ``(first chunk, buffer)`` and the final state they fill. With ``cfg.states_t`` the chunk states are laid out
     (batch, nheads, chunks, dstate, headdim), each state transposed.
@@ -310,10 +335,12 @@ def state_pass(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torch.Ten
     Chunk states past 2**31 elements are split (``split``) into parts of consecutive chunks that each fit int32
     indexing (``int32_parts``): one walk per part, on views of x, B, g and dt, each starting from where the one
     before ended (an fp32 state handed on in memory), so the walk stays one chain through the sequence. Otherwise,
-    and without ``split``, one walk and one buffer (int64-indexed past 2**31)."""
+    and without ``split``, one walk and one buffer (int64-indexed past 2**31). ``cumsum_out``: no cumsum launch; ``g``
+    and ``dtT`` are the caller's A and dt, and the walk fills these cumsum buffers (``walk_args``)."""
+    raw_dt = cumsum_out is not None
     batch, seqlen, nheads, headdim = x.shape
     dstate = B.shape[3]
-    nchunks = g.shape[2] // chunk_size
+    nchunks = -(-seqlen // chunk_size)
     state_dims = (dstate, headdim) if cfg.states_t else (headdim, dstate)
     ranges = int32_parts(nchunks, batch * nheads * headdim * dstate) if split else [(0, nchunks)]
     final_state = empty((batch, nheads, headdim, dstate), dtype=torch.float32, device=x.device)
@@ -322,11 +349,13 @@ def state_pass(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torch.Ten
     for i, (first, stop) in enumerate(ranges):
         states = empty((batch, nheads, stop - first, *state_dims), dtype=state_dtype(x.dtype), device=x.device)
         end = final_state if i == len(ranges) - 1 else empty(final_state.shape, dtype=torch.float32, device=x.device)
+        outs = cumsum_out
         if len(ranges) == 1:
             xs, Bs, gs, dts = x, B, g, dtT
         else:
             tokens = slice(first * chunk_size, stop * chunk_size)
-            xs, Bs, gs, dts = x[:, tokens], B[:, tokens], g[:, :, tokens], dtT[:, :, tokens]
+            xs, Bs, gs, dts = x[:, tokens], B[:, tokens], *token_views(g, dtT, tokens, raw_dt)
+            outs = tuple(t[:, :, tokens] for t in cumsum_out) if raw_dt else None
         # One end state, the part's; one entry state, the part's start (read only if there is one).
         seg_end = end.unsqueeze(2)
         seg_entry = entry.unsqueeze(2) if entry is not None else seg_end
@@ -337,7 +366,7 @@ def state_pass(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torch.Ten
                          store_states=True, store_decay=False, store_end=True, latency=cfg.latency,
                          swap_ab=cfg.swap_ab, states_t=cfg.states_t, unroll=cfg.unroll,
                          scalar_latency=cfg.scalar_latency, pre_weights=cfg.pre_weights, weigh_x=cfg.weigh_x,
-                         packed_weights=cfg.packed_weights, prefix=nseg > 1)
+                         packed_weights=cfg.packed_weights, prefix=nseg > 1, cumsum_out=outs)
         launches.append(plan_launch(_state_pass_kernel, walk_grid(xs, Bs, nseg, cfg.block_p, cfg.block_n), args,
                                     occupancy=cfg.occupancy, int64_everywhere=int64_everywhere))
         parts.append((first, states))

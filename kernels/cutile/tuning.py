@@ -82,6 +82,10 @@ class Variant:
     end state as the local walk stores it (fp32), and chunk_out writes the final state.
     ``two_segment_scan``: that case with the scan launch and every program's product, as before (the variant
     segmented-out-scanned).
+    ``cumsum_in_kernels``: no cumsum launch; the walk and chunk_out each take the cumsum of A dt over their chunks
+    from the caller's dt and A (kernels.cutile._launch.chunk_scalars), the walk computing its chunk-state weights
+    itself (as ``pre_weights=False``'s walk does); every state pass but the fused one, chunk_out on whole chunks
+    (chunk 64 or 128).
     """
 
     state: str = "auto"
@@ -97,6 +101,7 @@ class Variant:
     packed_weights: bool | None = None
     walk_segments: int | None = None
     two_segment_scan: bool = False
+    cumsum_in_kernels: bool = False
 
     def unsupported_reason(self, dstate: int) -> str | None:
         """Why this variant cannot run a problem of this dstate (None: it can)."""
@@ -130,6 +135,7 @@ VARIANTS = {
     "two-segment-walk": Variant(walk_segments=2),
     "segmented-out": Variant(state="segmented-out"),
     "segmented-out-scanned": Variant(state="segmented-out", two_segment_scan=True),
+    "cumsum-in-kernels": Variant(cumsum_in_kernels=True),
 }
 
 
@@ -369,9 +375,10 @@ def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: 
 def serial_walk_config(cfg: StatePassConfig, variant: Variant, arch: str, dims: SSDDims, dtype: torch.dtype,
                        chunk_size: int) -> StatePassConfig:
     """The serial walk's configuration ``cfg`` with what ``variant`` changes in it: the walk before precomputed weights
-    (``pre_weights=False``, rebuilt by ``state_pass_config``), the matmul swapped or not, the chunk states' layout,
+    (``pre_weights=False``, rebuilt by ``state_pass_config``; also without the cumsum launch, which computes them),
+    the matmul swapped or not, the chunk states' layout,
     the weights applied in bf16."""
-    if variant.pre_weights is False and cfg.pre_weights:
+    if (variant.pre_weights is False or variant.cumsum_in_kernels) and cfg.pre_weights:
         cfg = state_pass_config(arch, dims, dtype, chunk_size, pre_weights=False)
     if variant.swap_ab is not None:  # the layout follows the walk unless the variant says otherwise
         cfg = replace(cfg, swap_ab=variant.swap_ab, states_t=variant.swap_ab and cfg.states_t)

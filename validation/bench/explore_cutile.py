@@ -273,6 +273,19 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
                                        occupancy=occupancy)
             out.append(one(f"two-depth K{k} lat{latency} u{unroll} glat{scalar_latency} occ{occupancy}",
                            "segmented-out", "segment_state", cand))
+    # No cumsum launch (the variant cumsum-in-kernels): the walk takes each chunk's cumsum of A dt itself, computes its
+    # chunk-state weights (on x's rows or B's) and writes the cumsum's buffers for chunk_out; at the chooser's tiles
+    # and around its pipeline depth, for the serial walk and for the segmented pass's local walk.
+    out.append(one("nocumsum", "cumsum-in-kernels"))
+    serial = tuning.state_pass_kind(arch, dims, dtype, spec.chunk_size) == "serial"
+    for stage, walk in (("state_pass", sp),) if serial else (("segment_state", seg),):
+        for weigh_x in (True, False):
+            for latency, unroll, scalar_latency in ((walk.latency, walk.unroll, walk.scalar_latency), (4, 2, 4),
+                                                    (2, 2, 4), (6, 1, 4), (4, 2, 8)):
+                cand = dataclasses.replace(walk, pre_weights=False, weigh_x=weigh_x, latency=latency, unroll=unroll,
+                                           scalar_latency=scalar_latency)
+                out.append(one(f"nocumsum {stage.split('_')[0]} {'x' if weigh_x else 'B'} lat{latency} u{unroll} "
+                               f"glat{scalar_latency}", "cumsum-in-kernels", stage, cand))
     unique = {name: (name, variant, cfgs) for name, variant, cfgs in out}
     return [c for c in unique.values() if only is None or c[0].startswith(tuple(only)) or c[0] == "default"]
 
