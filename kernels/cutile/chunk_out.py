@@ -206,6 +206,7 @@ def _chunk_out_kernel(
     SEG_CHUNKS: ct.Constant[int],
     SEG_FROM_END: ct.Constant[bool],
     LATENCY: ct.Constant[int],
+    HEAVY_FIRST: ct.Constant[bool],
 ):
     """Grid (cdiv(seqlen, BLOCK_M) * nheads/BLOCK_H * headdim/BLOCK_P, batch): BLOCK_M rows x BLOCK_P
     columns of y for BLOCK_H heads of one group of one sequence; row blocks are slowest, so the heads
@@ -215,7 +216,8 @@ def _chunk_out_kernel(
     h_c = L_c + exp2(d_c) E_s (segments of SEG_CHUNKS chunks) by one more product, C·E_sᵀ, before the C·L_cᵀ loop.
     SEG_FROM_END (exactly two segments, no initial state): ``seg_entry`` holds the segments' end states from zero,
     L_end(s), so E_0 = 0 (segment 0's programs skip the product) and E_1 = L_end(0); and the programs of the first row
-    blocks write the final state exp2(D_1) L_end(0) + L_end(1), a (BLOCK_P, BLOCK_N) tile each: no scan launch."""
+    blocks write the final state exp2(D_1) L_end(0) + L_end(1), a (BLOCK_P, BLOCK_N) tile each: no scan launch; with
+    HEAVY_FIRST the row blocks are taken last to first, so that segment 1's programs start first."""
     # Tensor-core operand dtypes: bf16/fp16 as they come (HGMMA on sm_90); fp32 is cast to tf32 on
     # purpose, since an fp32 ct.mma takes no tensor core path.
     MMA_DTYPE = ct.static_eval(ct.tfloat32 if x.dtype == ct.float32 else x.dtype)
@@ -230,6 +232,11 @@ def _chunk_out_kernel(
     p_tile = pid % ptiles
     head0 = (pid // ptiles) % hblocks * BLOCK_H
     row_block = pid // (ptiles * hblocks)      # in BLOCK_M rows of the sequence; never past seqlen
+    row_blocks = (ct.astype(x.shape[1], ct.int32) + BLOCK_M - 1) // BLOCK_M
+    if SEG_FROM_END and HEAVY_FIRST:
+        # Last row block first: segment 1's programs, which take the completion product, start before segment 0's
+        # lighter ones, which then fill the grid's tail (longest first).
+        row_block = row_blocks - 1 - row_block
     chunk, m = row_block // M_PER_CHUNK, row_block % M_PER_CHUNK
     group = head0 // (nheads // ngroups)
 
@@ -238,8 +245,8 @@ def _chunk_out_kernel(
     # in the same loop as the first head's C·hᵀ, from the same C tile, and serves every head of the program.
     acc = ct.zeros((BLOCK_M, BLOCK_P), dtype=ct.float32)
     if SEG_FROM_END:
-        _two_segments_final(seg_entry, seg_decay, final_state, b, head0, p_tile, row_block,
-                            (ct.astype(x.shape[1], ct.int32) + BLOCK_M - 1) // BLOCK_M, ntiles, BLOCK_P, BLOCK_N)
+        _two_segments_final(seg_entry, seg_decay, final_state, b, head0, p_tile, row_block, row_blocks, ntiles, BLOCK_P,
+                            BLOCK_N)
         if chunk >= SEG_CHUNKS:  # segment 1, entered at E_1 = L_end(0); segment 0 enters at zero
             acc = _entry_share(C, seg_entry, chunk_decay, acc, b, head0, group, row_block, chunk, 0, p_tile, ntiles,
                                BLOCK_M, BLOCK_P, BLOCK_N, LATENCY, STATE_MMA_DTYPE)
@@ -309,6 +316,7 @@ def _chunk_out_args(x, B, C, g, dtT, states, D, cbuf, seg_entry, chunk_decay, se
         seg_chunks,
         seg_from_end,
         cfg.latency,
+        cfg.heavy_first,
     )
 
 
