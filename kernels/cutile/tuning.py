@@ -466,6 +466,13 @@ def chunk_out_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: i
     # 128 x 128 + 128 x 64 fp32 is the most we hold; chunk 256 therefore runs as 2 row blocks.
     block_m = min(chunk_size, 128)
     block_p = min(dims.headdim, 64)
+    # In two segments without a scan (``_segmented_out``), segment 1's programs take one more product than segment
+    # 0's. Started first, they left segment 0's to fill the grid's tail: on the H200 chunk_out took 29.7 against 30.3
+    # us at (4096 tokens, dstate 64), 39.5 against 41.9 at 128 (1024 programs, about four a slot), but 57.8 against
+    # 57.0 at (8192, 64) and 78.5 against 77.1 at (8192, 128) (2048 programs) (explore_cutile, 2026-12-03,
+    # reports/published/0.1.0+20261203T170540Z-36f5459): so for grids of at most four programs a slot.
+    programs = dims.batch * dims.nheads * (dims.headdim // block_p) * -(-dims.seqlen // block_m)
+    heavy_first = programs <= 4 * TARGET_PROGRAMS.get(arch, TARGET_PROGRAMS["sm_90"])[0]
     if dtype in (torch.bfloat16, torch.float16):
         # C loaded once (c_once): chunk_out 131 -> 120 us at (16384 tokens, dstate 128) and 289 -> 231 us at dstate
         # 512 on the H200 (benchmark, variant c-twice, 2026-12-01).
@@ -481,9 +488,11 @@ def chunk_out_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: i
         # (explore_cutile, 2026-12-02, reports/published/0.1.0+20261202T150900Z-3165a98/explore-chunk-out-lat.json).
         if dims.dstate <= 128:
             return ChunkOutConfig(block_m=block_m, block_p=block_p, block_n=min(dims.dstate, 32), latency=2,
-                                  occupancy=2)
-        return ChunkOutConfig(block_m=block_m, block_p=block_p, block_n=min(dims.dstate, 64), latency=4, occupancy=2)
-    return ChunkOutConfig(block_m=block_m, block_p=block_p, block_n=min(dims.dstate, 64), latency=4)
+                                  occupancy=2, heavy_first=heavy_first)
+        return ChunkOutConfig(block_m=block_m, block_p=block_p, block_n=min(dims.dstate, 64), latency=4, occupancy=2,
+                              heavy_first=heavy_first)
+    return ChunkOutConfig(block_m=block_m, block_p=block_p, block_n=min(dims.dstate, 64), latency=4,
+                          heavy_first=heavy_first)
 
 
 @dataclass(frozen=True)

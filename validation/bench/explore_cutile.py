@@ -265,10 +265,11 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
         for tag, cand in local.items():
             out.append(one(f"two K{k} {tag}", "segmented-out", "segment_state", cand))
             out.append(one(f"two-scanned K{k} {tag}", "segmented-out-scanned", "segment_state", cand))
-            # chunk_out's row blocks first to last, so that segment 1's programs, with the completion product, come
-            # last (the chooser's take them first).
-            out.append((f"two-order K{k} {tag} heavy-last", "segmented-out", dataclasses.replace(
-                base, segment_state=cand, chunk_out=dataclasses.replace(co, heavy_first=False))))
+            # chunk_out's row blocks in the other order than the chooser's (``heavy_first``: segment 1's programs, with
+            # the completion product, first or last).
+            order = f"heavy-{'last' if co.heavy_first else 'first'}"
+            out.append((f"two-order K{k} {tag} {order}", "segmented-out", dataclasses.replace(
+                base, segment_state=cand, chunk_out=dataclasses.replace(co, heavy_first=not co.heavy_first))))
         # The 32-wide local walk's pipeline depth (x and B hint, chunks a step, g and weight hint) and occupancy.
         n32 = local.get("n32", local["walk"])
         for latency, unroll, scalar_latency, occupancy in ((2, 2, 4, 2), (6, 2, 4, 2), (4, 1, 4, 2), (6, 1, 4, 2),
