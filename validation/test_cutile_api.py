@@ -242,6 +242,19 @@ def test_segmented_out_in_two_segments_plans_no_scan_and_chunk_out_writes_the_fi
                                           scan_cfg=cfgs.segment_scan, scan=False)
 
 
+@pytest.mark.parametrize("seqlen,heavy_first", [(4096, True), (4095, True), (6144, False), (8000, False)])
+def test_chunk_out_in_two_segments_starts_segment_ones_programs_first_in_short_grids(seqlen, heavy_first) -> None:
+    # Segment 1's programs take the completion product: started first, in grids of at most four programs a slot
+    # (1024 at the benchmark's batch on sm_90), as measured faster there; first to last in longer grids.
+    dims = SSDDims(4, seqlen, 8, 64, 1, 64)
+    assert tuning.chunk_out_config("sm_90", dims, torch.bfloat16, 128).heavy_first is heavy_first
+    launches, _, _ = cutile_api.plan_forward(*meta_inputs(SpecClass(dims, torch.bfloat16, 128, True, False)),
+                                             chunk_size=128, arch="sm_90")
+    out = launches[-1]
+    arg = dict(zip(inspect.signature(out.kernel._pyfunc).parameters, out.args, strict=True))
+    assert arg["SEG_FROM_END"] is True and arg["HEAVY_FIRST"] is heavy_first
+
+
 def test_the_default_at_4096_tokens_and_dstate_64_is_two_segments_unless_an_initial_state_needs_the_scan() -> None:
     # 32 chunks at the benchmark's batch: the segmented pass in two segments of 16 chunks, 32-wide tiles, no scan (as
     # measured faster than the serial walk); with an initial state the serial walk (two segments would need the scan).
