@@ -60,12 +60,6 @@ def chunk_count(x, g, CHUNK, RAW):
     return ct.astype(g.shape[2], ct.int32) // CHUNK
 
 
-def token_views(g: torch.Tensor, dt: torch.Tensor, tokens: slice, raw_dt: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """The per-token scalars of the tokens ``tokens`` (a part of the sequence): views of the cumsum's head-major g and
-    dt, or with ``raw_dt`` A as it is and a view of the caller's dt (batch, seqlen, nheads)."""
-    return (g, dt[:, tokens]) if raw_dt else (g[:, :, tokens], dt[:, :, tokens])
-
-
 # cuTile indexes an array with int32 unless its parameter is annotated ct.IndexedWithInt64.
 _INT32_SPAN = 2**31
 

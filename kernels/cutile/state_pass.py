@@ -23,7 +23,6 @@ from kernels.cutile._launch import (
     exp2_decay,
     int32_parts,
     plan_launch,
-    token_views,
 )
 from kernels.cutile.tuning import StatePassConfig
 
@@ -313,6 +312,13 @@ def prefix_segments(nchunks: int, segments: int, unroll: int) -> tuple[int, int]
     return seg_chunks, -(-nchunks // seg_chunks)
 
 
+def _token_views(g: torch.Tensor, dt: torch.Tensor, tokens: slice,
+                 raw_dt: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """The per-token scalars of the tokens ``tokens`` (a part of the sequence): views of the cumsum's head-major g and
+    dt, or with ``raw_dt`` A as it is and a view of the caller's dt (batch, seqlen, nheads)."""
+    return (g, dt[:, tokens]) if raw_dt else (g[:, :, tokens], dt[:, :, tokens])
+
+
 def state_dtype(x_dtype: torch.dtype) -> torch.dtype:
     """Storage dtype of the chunk entry states that stage 3 reads.
 
@@ -354,7 +360,7 @@ def state_pass(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torch.Ten
             xs, Bs, gs, dts = x, B, g, dtT
         else:
             tokens = slice(first * chunk_size, stop * chunk_size)
-            xs, Bs, gs, dts = x[:, tokens], B[:, tokens], *token_views(g, dtT, tokens, raw_dt)
+            xs, Bs, gs, dts = x[:, tokens], B[:, tokens], *_token_views(g, dtT, tokens, raw_dt)
             outs = tuple(t[:, :, tokens] for t in cumsum_out) if raw_dt else None
         # One end state, the part's; one entry state, the part's start (read only if there is one).
         seg_end = end.unsqueeze(2)

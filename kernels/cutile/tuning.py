@@ -84,10 +84,10 @@ class Variant:
     segmented-out-scanned).
     ``cumsum_in_kernels``: no cumsum launch; the walk takes the cumsum of A dt over each of its chunks from the caller's
     dt and A (kernels.cutile._launch.chunk_scalars), computes its chunk-state weights itself (as ``pre_weights=False``'s
-    walk does) and writes the cumsum's buffers, which chunk_out reads as before; every state pass but the fused one. On the H200 the forward took 56.5 against 48.4 us at (4096 tokens, dstate 64), 156.0
-    against 151.6 at (16384, 64) and 260.5 against 191.9 at (16384, 128): the walk's chain absorbs the cumsum and the
-    weights, 8-75 us, against the 2.8-4.3 us launch saved (explore_cutile, 2026-12-03,
-    reports/published/0.1.0+20261203T164800Z-2a71ae5).
+    walk does) and writes the cumsum's buffers, which chunk_out reads as before; every state pass but the fused one.
+    On the H200 the forward took 56.5 against 48.4 us at (4096 tokens, dstate 64), 156.0 against 151.6 at (16384, 64)
+    and 260.5 against 191.9 at (16384, 128): the walk's chain absorbs the cumsum and the weights, 8-75 us, against the
+    2.8-4.3 us launch saved (explore_cutile, 2026-12-03, reports/published/0.1.0+20261203T164800Z-2a71ae5).
     """
 
     state: str = "auto"
