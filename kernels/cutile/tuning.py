@@ -470,7 +470,8 @@ def chunk_out_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: i
     # 0's. Started first, they left segment 0's to fill the grid's tail: on the H200 chunk_out took 29.7 against 30.3
     # us at (4096 tokens, dstate 64), 39.5 against 41.9 at 128 (1024 programs, about four a slot), but 57.8 against
     # 57.0 at (8192, 64) and 78.5 against 77.1 at (8192, 128) (2048 programs) (explore_cutile, 2026-12-03,
-    # reports/published/0.1.0+20261203T170540Z-36f5459): so for grids of at most four programs a slot.
+    # reports/published/0.1.0+20261203T170540Z-36f5459; at 4096 x 64 again 29.7-29.9 against 30.1-30.2 in three
+    # repeats, 0.1.0+20261203T172220Z-5a36b8e): so for grids of at most four programs a slot.
     programs = dims.batch * dims.nheads * (dims.headdim // block_p) * -(-dims.seqlen // block_m)
     heavy_first = programs <= 4 * TARGET_PROGRAMS.get(arch, TARGET_PROGRAMS["sm_90"])[0]
     if dtype in (torch.bfloat16, torch.float16):
