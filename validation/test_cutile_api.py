@@ -325,6 +325,13 @@ def test_without_the_cumsum_launch_the_walk_takes_the_cumsum_and_fills_chunk_out
     with pytest.raises(ValueError, match="fused pass"):
         cutile_api.plan_forward(x, dt, A, B, C, D, h0, chunk_size=128, arch="sm_90",
                                 variant=dataclasses.replace(VARIANTS["cumsum-in-kernels"], state="fused"))
+    # The design's traffic: g and dt written by the walk and read once by chunk_out, no weights buffer; at the
+    # headline the default's cumsum writes g, dt and the weights, read by the walk and chunk_out: four buffers more.
+    headline = SSDDims(4, 16384, 8, 64, 1, 128)
+    default, _ = cutile_api.intermediate_traffic(headline, torch.bfloat16, 128, "sm_90")
+    raw, how = cutile_api.intermediate_traffic(headline, torch.bfloat16, 128, "sm_90", VARIANTS["cumsum-in-kernels"])
+    per_buffer = 4 * 16384 * 8 * 4  # one fp32 value a token and head
+    assert default - raw == 4 * per_buffer and "the walk's cumsum g and dt written once, read once" in how
 
 
 @pytest.mark.parametrize("variant,seqlen", [("serial-state", 700), ("default", 70)], ids=["variant", "short"])

@@ -145,8 +145,12 @@ def intermediate_traffic(dims: SSDDims, dtype: torch.dtype, chunk_size: int, arc
     elems = dims.batch * dims.nheads * nchunks * dims.headdim * dims.dstate
     e = torch.empty((), dtype=state_dtype(dtype)).element_size()
     name = str(state_dtype(dtype)).removeprefix("torch.")
-    # g and dtT: written by the cumsum, read by the state pass and by chunk_out.
-    cumsum = 3 * 2 * tokens * dims.nheads * 4
+    if variant.cumsum_in_kernels:
+        # g and dtT: written by the walk, which takes the cumsum itself, read by chunk_out.
+        cumsum, scalars_how = 2 * 2 * tokens * dims.nheads * 4, "the walk's cumsum g and dt written once, read once"
+    else:
+        # g and dtT: written by the cumsum, read by the state pass and by chunk_out.
+        cumsum, scalars_how = 3 * 2 * tokens * dims.nheads * 4, "the cumsum's g and dt written once, read twice"
     kind = variant.state if variant.state != "auto" else tuning.state_pass_kind(arch, dims, dtype, chunk_size)
     out_cfg = tuning.chunk_out_config(arch, dims, dtype, chunk_size).with_variant(variant)
     cb, cb_how = 0, ""
@@ -162,11 +166,11 @@ def intermediate_traffic(dims: SSDDims, dtype: torch.dtype, chunk_size: int, arc
             cumsum += 2 * tokens * dims.nheads * 4
             cb_how = "; the cumsum's chunk-state weights written once, read once" + cb_how
         return cumsum + cb + 2 * elems * e, (f"serial state pass: {name} chunk states written once and read once; "
-                                             f"the cumsum's g and dt written once, read twice{cb_how}")
+                                             f"{scalars_how}{cb_how}")
     if kind == "chunked":
         return cumsum + cb + 2 * elems * e + 2 * elems * 4, (
             f"chunked state pass: fp32 chunk contributions written and scanned; {name} chunk states written once "
-            f"and read once; the cumsum's g and dt written once, read twice{cb_how}")
+            f"and read once; {scalars_how}{cb_how}")
     def segment_bytes(seg_chunks: int) -> int:  # one fp32 state per segment
         return dims.batch * dims.nheads * -(-nchunks // seg_chunks) * dims.headdim * dims.dstate * 4
 
@@ -176,12 +180,11 @@ def intermediate_traffic(dims: SSDDims, dtype: torch.dtype, chunk_size: int, arc
         x_b = tokens * (dims.nheads * dims.headdim + dims.ngroups * dims.dstate) * torch.empty((), dtype=dtype).element_size()
         return cumsum + 4 * seg + x_b, (
             f"fused pass (segments of {K} chunks): no chunk state in memory; fp32 segment states written and "
-            "scanned, entry states written and read; x and B read a second time by the local walk; the cumsum's g "
-            "and dt written once, read twice")
+            f"scanned, entry states written and read; x and B read a second time by the local walk; {scalars_how}")
     seg_cfg = tuning.segment_state_config(arch, dims, dtype, chunk_size)
     K = seg_cfg.seg_chunks
     seg = segment_bytes(K)
-    if seg_cfg.pre_weights:
+    if seg_cfg.pre_weights and not variant.cumsum_in_kernels:  # the variant's walk weighs its chunks itself
         cumsum += 2 * tokens * dims.nheads * 4
         cb_how = "; the cumsum's chunk-state weights written once, read once" + cb_how
     if kind == "segmented-out" and K > 1 and _skips_scan(variant, nchunks, K, False):
@@ -190,18 +193,17 @@ def intermediate_traffic(dims: SSDDims, dtype: torch.dtype, chunk_size: int, arc
         return cumsum + cb + 2 * elems * e + elems // 2 * 4 + 2 * seg, (
             f"segmented state pass in two segments of {K} chunks completed in chunk_out: {name} local chunk states "
             f"written once and read once; fp32 segment end states written once, segment 0's read with each chunk of "
-            f"segment 1, both for the final state; the cumsum's g and dt written once, read twice{cb_how}")
+            f"segment 1, both for the final state; {scalars_how}{cb_how}")
     if kind == "segmented-out" and K > 1:
         # E_s in the states' dtype, written by the scan and read by chunk_out once per chunk: at most one state a
         # chunk, elems * e (an upper bound, as everywhere here).
         return cumsum + cb + 3 * elems * e + 2 * seg, (
             f"segmented state pass (segments of {K} chunks) completed in chunk_out: {name} local chunk states written "
             f"once and read once; fp32 segment states written and scanned, {name} entry states read with each "
-            f"chunk; the cumsum's g and dt written once, read twice{cb_how}")
+            f"chunk; {scalars_how}{cb_how}")
     return cumsum + cb + 4 * elems * e + 3 * seg, (
         f"segmented state pass (segments of {K} chunks): {name} chunk states written, read and rewritten by "
-        "the completion, read by chunk_out; fp32 segment states written, scanned, written; the cumsum's g "
-        f"and dt written once, read twice{cb_how}")
+        f"the completion, read by chunk_out; fp32 segment states written, scanned, written; {scalars_how}{cb_how}")
 
 
 def _variant(name: str) -> Variant:
