@@ -308,13 +308,15 @@ def main(argv: list[str] | None = None) -> int:
 
     major, minor = torch.cuda.get_device_capability()
     arch = f"sm_{major}{minor}"  # the choosers' configuration for this GPU, as the forward picks it
-    rows = []
+    rows, env = [], environment([0])
     for seqlen in args.seqlen:
         for dstate in args.dstate:
             spec = ProblemSpec(seqlen=seqlen, dstate=dstate, **POINT)
             inputs = spec.make_inputs("cuda")
             y_ref, state_ref = ssd_chunked(*inputs.as_args(), chunk_size=32)
             for name, variant, cfgs in _candidates(spec, inputs.x.dtype, args.only, arch):
+                # Before the first call, which compiles: a candidate that holds the compiler is named on the way in.
+                print(f"l={seqlen} n={dstate} {name:<28} compiling, gating, timing", file=sys.stderr, flush=True)
                 call = functools.partial(ssd_fwd_cutile_variant(variant, configs=cfgs), *inputs.as_args(),
                                          chunk_size=spec.chunk_size)
                 try:
@@ -323,6 +325,7 @@ def main(argv: list[str] | None = None) -> int:
                     rows.append({"seqlen": seqlen, "dstate": dstate, "candidate": name,
                                  "gate": f"did not compile: {type(err).__name__}: {str(err)[:300]}"})
                     print(f"l={seqlen} n={dstate} {name:<32} did not compile", file=sys.stderr, flush=True)
+                    write_json_atomic(Path(args.out), {"environment": env, "rows": rows}, overwrite=True)
                     continue
                 verdict = judge("cutile", "bf16", "bf16", y, state, y_ref, state_ref)
                 row = {"seqlen": seqlen, "dstate": dstate, "candidate": name, "variant": variant,
@@ -341,8 +344,8 @@ def main(argv: list[str] | None = None) -> int:
                     f"{k.strip('_')[:14]}={v:.1f}" for k, v in row["per_kernel_us"].items())
                     if "kernel_us" in row else f"gate: {row['gate']}")
                 print(f"l={seqlen} n={dstate} {name:<28} {shown}", file=sys.stderr, flush=True)
-            # after every shape, so a run stopped from outside keeps what it measured
-            write_json_atomic(Path(args.out), {"environment": environment([0]), "rows": rows}, overwrite=True)
+                # after every candidate, so a run stopped from outside keeps every row it finished
+                write_json_atomic(Path(args.out), {"environment": env, "rows": rows}, overwrite=True)
     return 0
 
 
