@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import cuda.tile as ct
 import torch
 
@@ -83,14 +81,13 @@ def plan_forward(x, dt, A, B, C, D, initial_state, *, chunk_size: int, arch: str
     kind = variant.state if variant.state != "auto" else tuning.state_pass_kind(arch, dims, x.dtype, chunk_size,
                                                                                  initial_state is not None)
     walk_cfg = tuning.serial_walk_config(cfgs.state_pass, variant, arch, dims, x.dtype, chunk_size)
-    seg_cfg = cfgs.chunk_state if kind == "chunked" else cfgs.segment_state
+    seg_cfg = tuning.segment_walk_config(cfgs.chunk_state if kind == "chunked" else cfgs.segment_state, variant)
     cumsum_out = None
     if variant.cumsum_in_kernels:
         # No cumsum launch: the walks read the caller's A and dt in place of g and dt, weigh their chunks themselves
         # and fill the cumsum's buffers for chunk_out.
         if kind == "fused":
             raise ValueError(f"{_WHO}: the variant's cumsum in the walk does not cover the fused pass")
-        seg_cfg = replace(seg_cfg, pre_weights=False)
         cumsum_out = cumsum_buffers(dt, chunk_size)
         cumsum_launches, g, dtT, w, weights = [], A, dt, None, False
     else:
@@ -181,10 +178,10 @@ def intermediate_traffic(dims: SSDDims, dtype: torch.dtype, chunk_size: int, arc
         return cumsum + 4 * seg + x_b, (
             f"fused pass (segments of {K} chunks): no chunk state in memory; fp32 segment states written and "
             f"scanned, entry states written and read; x and B read a second time by the local walk; {scalars_how}")
-    seg_cfg = tuning.segment_state_config(arch, dims, dtype, chunk_size)
+    seg_cfg = tuning.segment_walk_config(tuning.segment_state_config(arch, dims, dtype, chunk_size), variant)
     K = seg_cfg.seg_chunks
     seg = segment_bytes(K)
-    if seg_cfg.pre_weights and not variant.cumsum_in_kernels:  # the variant's walk weighs its chunks itself
+    if seg_cfg.pre_weights:
         cumsum += 2 * tokens * dims.nheads * 4
         cb_how = "; the cumsum's chunk-state weights written once, read once" + cb_how
     if kind == "segmented-out" and K > 1 and _skips_scan(variant, nchunks, K, False):

@@ -394,6 +394,12 @@ def serial_walk_config(cfg: StatePassConfig, variant: Variant, arch: str, dims: 
     return cfg
 
 
+def segment_walk_config(cfg: SegmentStateConfig, variant: Variant) -> SegmentStateConfig:
+    """The segmented pass's local walk ``cfg`` with what ``variant`` changes in it: without the cumsum launch, which
+    computes the chunk-state weights, the walk weighs its chunks itself (``pre_weights=False``, its tiles kept)."""
+    return replace(cfg, pre_weights=False) if variant.cumsum_in_kernels else cfg
+
+
 def _segment_chunks(arch: str, dims: SSDDims, chunk_size: int, programs_per_segment: int) -> int:
     """The longest segments (a power of two of chunks, at most _MAX_SEGMENT_CHUNKS) that still give about the
     segmented pass's TARGET_PROGRAMS count of programs, ``programs_per_segment`` to a segment."""

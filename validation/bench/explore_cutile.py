@@ -322,27 +322,26 @@ def main(argv: list[str] | None = None) -> int:
                 try:
                     y, state = call()
                 except ct.TileError as err:  # a candidate the compiler refuses is a result, not a stop
-                    rows.append({"seqlen": seqlen, "dstate": dstate, "candidate": name,
-                                 "gate": f"did not compile: {type(err).__name__}: {str(err)[:300]}"})
-                    print(f"l={seqlen} n={dstate} {name:<32} did not compile", file=sys.stderr, flush=True)
-                    write_json_atomic(Path(args.out), {"environment": env, "rows": rows}, overwrite=True)
-                    continue
-                verdict = judge("cutile", "bf16", "bf16", y, state, y_ref, state_ref)
-                row = {"seqlen": seqlen, "dstate": dstate, "candidate": name, "variant": variant,
-                       **{f"{stage}_config": dataclasses.asdict(getattr(cfgs, stage)) for stage in _STAGES},
-                       "gate": verdict.failures() or "pass", "y_rel_l2": verdict.record().get("y_rel_l2"),
-                       "state_rel_l2": verdict.record().get("state_rel_l2")}
-                if not verdict.failures():
-                    with domain_checked(inputs.dt, inputs.A, who="explore_cutile"):  # kernel time without the check
-                        row["kernel_us"] = cupti_kernel_us(call, reps=args.reps, device=torch.device("cuda")).as_dict()
-                        names = launch_names(*inputs.as_args(), chunk_size=spec.chunk_size, arch=arch,
-                                             variant=variant, configs=cfgs)
-                        row["per_kernel_us"] = per_kernel_us(call, reps=args.reps, device=torch.device("cuda"),
-                                                             launches=names)
+                    row = {"seqlen": seqlen, "dstate": dstate, "candidate": name,
+                           "gate": f"did not compile: {type(err).__name__}: {str(err)[:300]}"}
+                    shown = "did not compile"
+                else:
+                    verdict = judge("cutile", "bf16", "bf16", y, state, y_ref, state_ref)
+                    row = {"seqlen": seqlen, "dstate": dstate, "candidate": name, "variant": variant,
+                           **{f"{stage}_config": dataclasses.asdict(getattr(cfgs, stage)) for stage in _STAGES},
+                           "gate": verdict.failures() or "pass", "y_rel_l2": verdict.record().get("y_rel_l2"),
+                           "state_rel_l2": verdict.record().get("state_rel_l2")}
+                    if not verdict.failures():
+                        with domain_checked(inputs.dt, inputs.A, who="explore_cutile"):  # kernel time, no check
+                            device = torch.device("cuda")
+                            row["kernel_us"] = cupti_kernel_us(call, reps=args.reps, device=device).as_dict()
+                            names = launch_names(*inputs.as_args(), chunk_size=spec.chunk_size, arch=arch,
+                                                 variant=variant, configs=cfgs)
+                            row["per_kernel_us"] = per_kernel_us(call, reps=args.reps, device=device, launches=names)
+                    shown = (f"{row['kernel_us']['median']:8.1f} us " + " ".join(
+                        f"{k.strip('_')[:14]}={v:.1f}" for k, v in row["per_kernel_us"].items())
+                        if "kernel_us" in row else f"gate: {row['gate']}")
                 rows.append(row)
-                shown = (f"{row['kernel_us']['median']:8.1f} us " + " ".join(
-                    f"{k.strip('_')[:14]}={v:.1f}" for k, v in row["per_kernel_us"].items())
-                    if "kernel_us" in row else f"gate: {row['gate']}")
                 print(f"l={seqlen} n={dstate} {name:<28} {shown}", file=sys.stderr, flush=True)
                 # after every candidate, so a run stopped from outside keeps every row it finished
                 write_json_atomic(Path(args.out), {"environment": env, "rows": rows}, overwrite=True)
