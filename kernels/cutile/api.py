@@ -10,7 +10,6 @@ from kernels.cutile._launch import Launch
 from kernels.cutile.chunk_cumsum import chunk_cumsum, cumsum_buffers
 from kernels.cutile.chunk_out import chunk_out
 from kernels.cutile.limits import LIMITS
-from kernels.cutile.overlap import overlap, sync_buffers
 from kernels.cutile.segment_out import segment_out
 from kernels.cutile.segment_state import scan_needed, segment_state, segment_state_local
 from kernels.cutile.state_pass import state_dtype, state_pass
@@ -87,29 +86,21 @@ def plan_forward(x, dt, A, B, C, D, initial_state, *, chunk_size: int, arch: str
     if variant.cumsum_in_kernels:
         # No cumsum launch: the walks read the caller's A and dt in place of g and dt, weigh their chunks themselves
         # and fill the cumsum's buffers for chunk_out.
-        if kind in ("fused", "overlap"):
-            raise ValueError(f"{_WHO}: the variant's cumsum in the walk does not cover the {kind} pass")
+        if kind == "fused":
+            raise ValueError(f"{_WHO}: the variant's cumsum in the walk does not cover the fused pass")
         cumsum_out = cumsum_buffers(dt, chunk_size)
         cumsum_launches, g, dtT, w, weights = [], A, dt, None, False
     else:
         # The walks may read the chunk-state weights precomputed by the cumsum (``pre_weights``).
-        weights = walk_cfg.pre_weights if kind in ("serial", "overlap") else kind != "fused" and seg_cfg.pre_weights
-        # The walk and chunk_out in one launch count on counters the cumsum zeroes.
-        sync = sync_buffers(dims.batch, dims.nheads, -(-dims.seqlen // chunk_size), x.device) \
-            if kind == "overlap" else None
+        weights = walk_cfg.pre_weights if kind == "serial" else kind != "fused" and seg_cfg.pre_weights
         cumsum_launch, g, dtT, w = chunk_cumsum(dt, A, chunk_size=chunk_size, cfg=cfgs.chunk_cumsum,
-                                                int64_everywhere=wide, weights=weights, sync=sync)
+                                                int64_everywhere=wide, weights=weights)
         cumsum_launches = [cumsum_launch]
     if kind == "fused":
         fused, y, final_state = segment_out(x, B, C, g, dtT, D, A, initial_state, chunk_size=chunk_size,
                                             cfg=cfgs.segment_out, walk_cfg=cfgs.segment_state,
                                             scan_cfg=cfgs.segment_scan, int64_everywhere=wide)
         return [*cumsum_launches, *fused], y, final_state
-    if kind == "overlap":
-        launch, y, final_state = overlap(x, B, C, g, dtT, w if weights else dtT, D, A, initial_state, sync,
-                                         chunk_size=chunk_size, walk_cfg=walk_cfg, out_cfg=out_cfg,
-                                         int64_everywhere=wide)
-        return [*cumsum_launches, launch], y, final_state
     seg = None  # what completes the chunk states in chunk_out, if the segmented pass leaves them local
     if kind == "serial":
         state_launches, states, final_state = state_pass(
@@ -164,7 +155,7 @@ def intermediate_traffic(dims: SSDDims, dtype: torch.dtype, chunk_size: int, arc
         # Written once, read by every head of the group.
         cb = dims.batch * nchunks * dims.ngroups * chunk_size * chunk_size * 4 * (1 + dims.nheads // dims.ngroups)
         cb_how = "; fp32 C·Bᵀ per chunk and group written once, read by each head"
-    if kind in ("serial", "overlap"):
+    if kind == "serial":
         walk_cfg = tuning.serial_walk_config(tuning.state_pass_config(arch, dims, dtype, chunk_size), variant, arch,
                                              dims, dtype, chunk_size)
         if walk_cfg.pre_weights:

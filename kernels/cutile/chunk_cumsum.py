@@ -25,16 +25,12 @@ def _chunk_cumsum_kernel(
     g: ct.Array,                 # out (batch, nheads, nchunks * CHUNK) fp32
     dtT: ct.Array,               # out (batch, nheads, nchunks * CHUNK) fp32
     w: ct.Array,                 # out (batch, nheads, nchunks * CHUNK) fp32 if WEIGHTS
-    ready: ct.Array,             # out (batch, nheads, nchunks) int32, zeroed if ZERO_SYNC
-    ticket: ct.Array,            # out (1,) int32, zeroed if ZERO_SYNC
     CHUNK: ct.Constant[int],
     BLOCK_H: ct.Constant[int],
     WEIGHTS: ct.Constant[bool],
-    ZERO_SYNC: ct.Constant[bool],
 ):
     """Grid (nchunks, cdiv(nheads, BLOCK_H), batch): one chunk of BLOCK_H heads of one sequence. WEIGHTS: also the
-    per-token weight of the chunk state, w = exp2(g_last - g) * dt (g_last the chunk's last cumsum). ZERO_SYNC: also
-    zero the counters of the launch after it, which runs the walk and chunk_out together (kernels.cutile.overlap)."""
+    per-token weight of the chunk state, w = exp2(g_last - g) * dt (g_last the chunk's last cumsum)."""
     chunk, head_tile, b = ct.bid(0), ct.bid(1), ct.bid(2)
     # Read dt transposed (heads x tokens); zero padding covers the ragged tail and the last head tile.
     dt_tile = ct.load(dt, (b, head_tile, chunk), shape=(1, BLOCK_H, CHUNK), order=(0, 2, 1),
@@ -46,26 +42,18 @@ def _chunk_cumsum_kernel(
     if WEIGHTS:
         g_last = ct.extract(g_tile, (0, 0, CHUNK - 1), shape=(1, BLOCK_H, 1))
         ct.store(w, (b, head_tile, chunk), chunk_state_weight(g_tile, g_last, dt_tile))
-    if ZERO_SYNC:
-        ct.store(ready, (b, head_tile, chunk), ct.zeros((1, BLOCK_H, 1), dtype=ct.int32))
-        if chunk == 0 and head_tile == 0 and b == 0:
-            ct.store(ticket, (0,), ct.zeros((1,), dtype=ct.int32))
 
 
-def _chunk_cumsum_args(dt, A, g, dtT, w, ready, ticket, cfg: ChunkCumsumConfig, chunk_size: int, weights: bool,
-                       zero_sync: bool) -> tuple:
+def _chunk_cumsum_args(dt, A, g, dtT, w, cfg: ChunkCumsumConfig, chunk_size: int, weights: bool) -> tuple:
     return (
         dt,
         A,
         g,
         dtT,
         w,
-        ready,
-        ticket,
         chunk_size,
         cfg.block_h,
         weights,
-        zero_sync,
     )
 
 
@@ -79,19 +67,15 @@ def cumsum_buffers(dt: torch.Tensor, chunk_size: int) -> tuple[torch.Tensor, tor
 
 def chunk_cumsum(dt: torch.Tensor, A: torch.Tensor, *, chunk_size: int, cfg: ChunkCumsumConfig,
                  int64_everywhere: bool = False,
-                 weights: bool = False, sync: tuple[torch.Tensor, torch.Tensor] | None = None
-                 ) -> tuple[Launch, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+                 weights: bool = False) -> tuple[Launch, torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Plan stage 1; returns the launch and the (g, dtT, w) buffers it fills (w, the chunk-state weights, only if
-    ``weights``, else None). ``sync``: (ready, ticket) int32 buffers it also zeroes, for kernels.cutile.overlap."""
+    ``weights``, else None)."""
     batch, seqlen, nheads = dt.shape
     nchunks = -(-seqlen // chunk_size)
     g, dtT = cumsum_buffers(dt, chunk_size)
     w = empty(g.shape, dtype=torch.float32, device=dt.device) if weights else None
     grid = (nchunks, -(-nheads // cfg.block_h), batch)
     # Without ``weights`` the kernel never writes ``w``: any array of its shape stands in.
-    # Without ``sync`` it zeroes no counters: arrays of their ranks stand in, never touched.
-    ready, ticket = sync if sync is not None else (dtT, A)
-    args = _chunk_cumsum_args(dt, A, g, dtT, w if weights else dtT, ready, ticket, cfg, chunk_size, weights,
-                              sync is not None)
+    args = _chunk_cumsum_args(dt, A, g, dtT, w if weights else dtT, cfg, chunk_size, weights)
     launch = plan_launch(_chunk_cumsum_kernel, grid, args, occupancy=cfg.occupancy, int64_everywhere=int64_everywhere)
     return launch, g, dtT, w

@@ -218,17 +218,6 @@ def _chunk_out_kernel(
     L_end(s), so E_0 = 0 (segment 0's programs skip the product) and E_1 = L_end(0); and the programs of the first row
     blocks write the final state exp2(D_1) L_end(0) + L_end(1), a (BLOCK_P, BLOCK_N) tile each: no scan launch; with
     HEAVY_FIRST the row blocks are taken last to first, so that segment 1's programs start first."""
-    out_program(x, B, C, g, dtT, states, D, cbuf, seg_entry, chunk_decay, seg_decay, final_state, y, chunk_decay,
-                ct.bid(0), ct.bid(1), CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, BLOCK_H, HAS_D, C_ONCE, CB_BUFFER, STATES_T,
-                SPLIT_DIAG, SEG_CHUNKS, SEG_FROM_END, LATENCY, HEAVY_FIRST, 0)
-
-def out_program(x, B, C, g, dtT, states, D, cbuf, seg_entry, chunk_decay, seg_decay, final_state, y, ready, pid, b, CHUNK,
-                 BLOCK_M, BLOCK_P, BLOCK_N, BLOCK_H, HAS_D, C_ONCE, CB_BUFFER, STATES_T, SPLIT_DIAG, SEG_CHUNKS,
-                 SEG_FROM_END, LATENCY, HEAVY_FIRST, WAIT):
-    """The program ``pid`` (in the grid's first axis) of ``_chunk_out_kernel`` for sequence ``b``, as the kernel
-    documents it. WAIT > 0: before reading its chunk's entry state, wait until ``ready`` (batch, nheads, nchunks)
-    int32 counts WAIT stored tiles of it, read with acquire order (the walk running beside, kernels.cutile.overlap).
-    """
     # Tensor-core operand dtypes: bf16/fp16 as they come (HGMMA on sm_90); fp32 is cast to tf32 on
     # purpose, since an fp32 ct.mma takes no tensor core path.
     MMA_DTYPE = ct.static_eval(ct.tfloat32 if x.dtype == ct.float32 else x.dtype)
@@ -239,6 +228,7 @@ def out_program(x, B, C, g, dtT, states, D, cbuf, seg_entry, chunk_decay, seg_de
     ptiles = ct.astype(x.shape[3], ct.int32) // BLOCK_P
     ntiles = ct.astype(B.shape[3], ct.int32) // BLOCK_N
     hblocks = nheads // BLOCK_H
+    pid, b = ct.bid(0), ct.bid(1)
     p_tile = pid % ptiles
     head0 = (pid // ptiles) % hblocks * BLOCK_H
     row_block = pid // (ptiles * hblocks)      # in BLOCK_M rows of the sequence; never past seqlen
@@ -263,11 +253,6 @@ def out_program(x, B, C, g, dtT, states, D, cbuf, seg_entry, chunk_decay, seg_de
     elif SEG_CHUNKS > 0:
         acc = _entry_share(C, seg_entry, chunk_decay, acc, b, head0, group, row_block, chunk, chunk // SEG_CHUNKS,
                            p_tile, ntiles, BLOCK_M, BLOCK_P, BLOCK_N, LATENCY, STATE_MMA_DTYPE)
-    if WAIT > 0:
-        # Beside the walk (kernels.cutile.overlap): its WAIT state tiles of this chunk stored and released.
-        while ct.load(ready, (b, head0, chunk), shape=(1, 1, 1), memory_order=ct.MemoryOrder.ACQUIRE,
-                      memory_scope=ct.MemoryScope.DEVICE, allow_tma=False).item() < WAIT:
-            pass
     cb = ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32)
     for n in range(ntiles):
         Cm = ct.load(C, (b, row_block, group, n), shape=(1, BLOCK_M, 1, BLOCK_N),

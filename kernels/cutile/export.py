@@ -21,7 +21,7 @@ from kernels.cutile.api import plan_forward
 from kernels.cutile.tuning import VARIANTS, Variant
 from reference.checks import SSDDims, dtype_name
 
-_CT_DTYPES = {torch.bfloat16: ct.bfloat16, torch.float16: ct.float16, torch.float32: ct.float32, torch.int32: ct.int32}
+_CT_DTYPES = {torch.bfloat16: ct.bfloat16, torch.float16: ct.float16, torch.float32: ct.float32}
 # Meta tensors start at address 0; real allocations are at least 256-byte aligned.
 _BASE_ALIGN = 16
 _DIVISOR_BYTES = 16

@@ -133,25 +133,21 @@ def _prefix_state(x, B, g, dtT, seg_entry, b, head, group, p_tile, n_tile, t0, t
 
 
 def _store_entry(states, chunk_decay, h, decay, b, head, chunk, t0, t1, SHAPE5, STATES_ORDER, STORE_STATES,
-                 STORE_DECAY, ready, SIGNAL):
-    """What the walk records at a chunk's entry: its state and, for a segment's local walk, its decay so far. SIGNAL:
-    then one more tile of the chunk's state is ready for the overlapped chunk_out (``ready``'s count, released)."""
+                 STORE_DECAY):
+    """What the walk records at a chunk's entry: its state and, for a segment's local walk, its decay so far."""
     if STORE_STATES:
         ct.store(states, (b, head, chunk, t0, t1), h.reshape(SHAPE5).astype(states.dtype), order=STATES_ORDER)
-        if SIGNAL:
-            ct.atomic_add(ready, (b, head, chunk), 1, memory_order=ct.MemoryOrder.RELEASE,
-                          memory_scope=ct.MemoryScope.DEVICE)
     if STORE_DECAY:
         # Every state tile of the head stores the same d_c: identical values, so the duplicates are benign.
         ct.store(chunk_decay, (b, head, chunk), decay.reshape((1, 1, 1)))
 
 
 def _step(states, chunk_decay, h, decay, X, Bw, g_last, b, head, chunk, t0, t1, SHAPE5, STATES_ORDER,
-          STORE_STATES, STORE_DECAY, SWAP_AB, MMA_DTYPE, ready, SIGNAL):
+          STORE_STATES, STORE_DECAY, SWAP_AB, MMA_DTYPE):
     """Record the chunk's entry, then carry h and the decay through the chunk: h_next = exp2(g_last) h + Xᵀ Bw
     (its transpose with SWAP_AB)."""
     _store_entry(states, chunk_decay, h, decay, b, head, chunk, t0, t1, SHAPE5, STATES_ORDER, STORE_STATES,
-                 STORE_DECAY, ready, SIGNAL)
+                 STORE_DECAY)
     if SWAP_AB:
         h = ct.mma(Bw.transpose(), X, h * exp2(g_last).reshape((1, 1)))
     else:
@@ -207,18 +203,6 @@ def _state_pass_kernel(
     segment stores the end state. RAW_DT: no cumsum launch before the walk; each chunk's cumsum is
     taken here from the caller's dt and A (``chunk_scalars``), the weights computed here (not PRE_WEIGHTS), and the
     cumsum's buffers for chunk_out written here (``g_out``, ``dt_out``), each chunk once."""
-    walk_program(x, B, g, dtT, seg_entry, states, chunk_decay, seg_end, seg_decay, g_out, dt_out, chunk_decay,
-                 ct.bid(0), ct.bid(1), CHUNK, BLOCK_P, BLOCK_N, SEG_CHUNKS, FROM_ENTRY, STORE_STATES, STORE_DECAY,
-                 STORE_END, SWAP_AB, STATES_T, LATENCY, UNROLL, SCALAR_LATENCY, PRE_WEIGHTS, WEIGH_X, PACKED_WEIGHTS,
-                 PREFIX, RAW_DT, False)
-
-def walk_program(x, B, g, dtT, seg_entry, states, chunk_decay, seg_end, seg_decay, g_out, dt_out, ready, pid, b, CHUNK,
-                  BLOCK_P, BLOCK_N, SEG_CHUNKS, FROM_ENTRY, STORE_STATES, STORE_DECAY, STORE_END, SWAP_AB, STATES_T,
-                  LATENCY, UNROLL, SCALAR_LATENCY, PRE_WEIGHTS, WEIGH_X, PACKED_WEIGHTS, PREFIX, RAW_DT, SIGNAL):
-    """The program ``pid`` (in the grid's first axis) of ``_state_pass_kernel`` for sequence ``b``: the whole walk of
-    its state tile, as the kernel documents it. SIGNAL: each chunk state stored is counted in ``ready`` (batch,
-    nheads, nchunks) int32 with release order, for chunk_out programs running beside the walk (kernels.cutile.overlap).
-    """
     # bf16/fp16 operands run on the tensor cores as they are (HGMMA on sm_90); fp32 operands are cast
     # to tf32 on purpose: an fp32 ct.mma takes no tensor core path and spills.
     MMA_DTYPE = ct.static_eval(ct.tfloat32 if x.dtype == ct.float32 else x.dtype)
@@ -227,7 +211,8 @@ def walk_program(x, B, g, dtT, seg_entry, states, chunk_decay, seg_end, seg_deca
     ptiles = ct.astype(x.shape[3], ct.int32) // BLOCK_P
     ntiles = ct.astype(B.shape[3], ct.int32) // BLOCK_N
     nchunks = chunk_count(x, g, CHUNK, RAW_DT)
-    n_tile, p_tile, head, seg = state_tile(pid, ntiles, ptiles, nheads)
+    b = ct.bid(1)
+    n_tile, p_tile, head, seg = state_tile(ct.bid(0), ntiles, ptiles, nheads)
     group = head // (nheads // ngroups)
     first = seg * SEG_CHUNKS
 
@@ -264,7 +249,7 @@ def walk_program(x, B, g, dtT, seg_entry, states, chunk_decay, seg_end, seg_deca
                                          CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY, PRE_WEIGHTS,
                                          WEIGH_X, PACKED_WEIGHTS, RAW_DT)
             h, decay = _step(states, chunk_decay, h, decay, X, Bw, g_last, b, head, chunk, t0, t1,
-                             SHAPE5, STATES_ORDER, STORE_STATES, STORE_DECAY, SWAP_AB, MMA_DTYPE, ready, SIGNAL)
+                             SHAPE5, STATES_ORDER, STORE_STATES, STORE_DECAY, SWAP_AB, MMA_DTYPE)
         else:
             X0, Bw0, g_last0 = _chunk_tiles(x, B, g, dtT, g_out, dt_out, b, chunk, nchunks, head, group, p_tile,
                                             n_tile, CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY,
@@ -273,12 +258,12 @@ def walk_program(x, B, g, dtT, seg_entry, states, chunk_decay, seg_end, seg_deca
                                             n_tile, CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY,
                                             PRE_WEIGHTS, WEIGH_X, PACKED_WEIGHTS, RAW_DT)
             h, decay = _step(states, chunk_decay, h, decay, X0, Bw0, g_last0, b, head, chunk, t0, t1,
-                             SHAPE5, STATES_ORDER, STORE_STATES, STORE_DECAY, SWAP_AB, MMA_DTYPE, ready, SIGNAL)
+                             SHAPE5, STATES_ORDER, STORE_STATES, STORE_DECAY, SWAP_AB, MMA_DTYPE)
             if chunk + 1 < nchunks:
                 _store_entry(states, chunk_decay, h, decay, b, head, chunk + 1, t0, t1, SHAPE5, STATES_ORDER,
-                             STORE_STATES, STORE_DECAY, ready, SIGNAL)
+                             STORE_STATES, STORE_DECAY)
             h, decay = _step(states, chunk_decay, h, decay, X1, Bw1, g_last1, b, head, chunk + 1, t0, t1,
-                             SHAPE5, STATES_ORDER, False, False, SWAP_AB, MMA_DTYPE, ready, False)
+                             SHAPE5, STATES_ORDER, False, False, SWAP_AB, MMA_DTYPE)
 
     if PREFIX:
         # One end state: the last segment's.

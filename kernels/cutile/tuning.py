@@ -138,7 +138,6 @@ VARIANTS = {
     "segmented-out": Variant(state="segmented-out"),
     "segmented-out-scanned": Variant(state="segmented-out", two_segment_scan=True),
     "cumsum-in-kernels": Variant(cumsum_in_kernels=True),
-    "overlap": Variant(state="overlap"),
 }
 
 
