@@ -59,12 +59,9 @@ def _weigh(Bc, gc, dtc, CHUNK, MMA_DTYPE):
     return (Bc * weight.reshape((CHUNK, 1))).astype(MMA_DTYPE), g_last
 
 
-def _chunk_tiles(x, B, g, dtT, g_out, dt_out, b, chunk, nchunks, head, group, p_tile, n_tile, CHUNK, BLOCK_P, BLOCK_N,
-                 LATENCY, MMA_DTYPE, SCALAR_LATENCY, PRE_WEIGHTS, WEIGH_X, PACKED_WEIGHTS, RAW_DT):
-    """One chunk's X (CHUNK, BLOCK_P) and B (CHUNK, BLOCK_N) in the matmul dtype, one of them weighted per token
-    (``_weights``: B's rows, or x's with WEIGH_X), and g_last: all that a step of the walk needs besides the carried
-    state. RAW_DT: the chunk's cumsum taken here, and written to ``g_out`` and ``dt_out`` for chunk_out by the head's
-    first state tile."""
+def _chunk_loads(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile, CHUNK, BLOCK_P, BLOCK_N, LATENCY, SCALAR_LATENCY,
+                 RAW_DT):
+    """One chunk's X (CHUNK, BLOCK_P) and B (CHUNK, BLOCK_N) as loaded, and its per-token g and dt (CHUNK,)."""
     # Rows past seqlen load as zeros: with dt = 0 there too, the ragged tail adds nothing; a chunk past the
     # sequence's end loads g = 0 and dt = 0 as well (a step that changes nothing).
     X = ct.load(x, (b, chunk, head, p_tile), shape=(1, CHUNK, 1, BLOCK_P),
@@ -74,21 +71,40 @@ def _chunk_tiles(x, B, g, dtT, g_out, dt_out, b, chunk, nchunks, head, group, p_
     # The per-token g and dt rows: a latency hint of their own (0: the compiler's choice).
     scalar_latency = ct.static_eval(SCALAR_LATENCY if SCALAR_LATENCY > 0 else None)
     gc, dtc = chunk_scalars(g, dtT, b, head, chunk, CHUNK, RAW_DT, scalar_latency)
+    return X, Bc, gc, dtc
+
+
+def _weighted_operands(X, Bc, weight, CHUNK, MMA_DTYPE, WEIGH_X, PACKED_WEIGHTS):
+    """The matmul's operands in its dtype, B's rows (or x's, with WEIGH_X) weighted per token by ``weight``."""
+    if PACKED_WEIGHTS and X.dtype == ct.bfloat16:
+        # The product in bf16: one packed multiply a pair of elements, no widening to fp32. bf16 only: it keeps
+        # fp32's exponent range, where fp16 would flush the weights of a fast-decaying chunk.
+        w = weight.astype(X.dtype)
+    else:
+        w = weight
+    if WEIGH_X:
+        # Xᵀ (w B) = (w X)ᵀ B: B feeds the matmul as loaded; unswapped, the weighted operand takes the matmul's
+        # first slot, which may come from registers.
+        Xm, Bm = (X * w.reshape((CHUNK, 1))).astype(MMA_DTYPE), Bc.astype(MMA_DTYPE)
+    else:
+        Xm, Bm = X.astype(MMA_DTYPE), (Bc * w.reshape((CHUNK, 1))).astype(MMA_DTYPE)
+    return Xm, Bm
+
+
+def _chunk_tiles(x, B, g, dtT, g_out, dt_out, b, chunk, nchunks, head, group, p_tile, n_tile, CHUNK, BLOCK_P, BLOCK_N,
+                 LATENCY, MMA_DTYPE, SCALAR_LATENCY, PRE_WEIGHTS, WEIGH_X, PACKED_WEIGHTS, RAW_DT):
+    """One chunk's X (CHUNK, BLOCK_P) and B (CHUNK, BLOCK_N) in the matmul dtype, one of them weighted per token
+    (``_weights``: B's rows, or x's with WEIGH_X), and g_last: all that a step of the walk needs besides the carried
+    state. RAW_DT: the chunk's cumsum taken here, and written to ``g_out`` and ``dt_out`` for chunk_out by the head's
+    first state tile."""
+    X, Bc, gc, dtc = _chunk_loads(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile, CHUNK, BLOCK_P, BLOCK_N,
+                                  LATENCY, SCALAR_LATENCY, RAW_DT)
     if RAW_DT:
         if n_tile == 0 and p_tile == 0 and chunk < nchunks:
             ct.store(g_out, (b, head, chunk), gc.reshape((1, 1, CHUNK)))
             ct.store(dt_out, (b, head, chunk), dtc.reshape((1, 1, CHUNK)))
     weight, g_last = _weights(gc, dtc, CHUNK, PRE_WEIGHTS)
-    if PACKED_WEIGHTS and X.dtype == ct.bfloat16:
-        # The product in bf16: one packed multiply a pair of elements, no widening to fp32. bf16 only: it keeps
-        # fp32's exponent range, where fp16 would flush the weights of a fast-decaying chunk.
-        weight = weight.astype(X.dtype)
-    if WEIGH_X:
-        # Xᵀ (w B) = (w X)ᵀ B: B feeds the matmul as loaded; unswapped, the weighted operand takes the matmul's
-        # first slot, which may come from registers.
-        Xm, Bm = (X * weight.reshape((CHUNK, 1))).astype(MMA_DTYPE), Bc.astype(MMA_DTYPE)
-    else:
-        Xm, Bm = X.astype(MMA_DTYPE), (Bc * weight.reshape((CHUNK, 1))).astype(MMA_DTYPE)
+    Xm, Bm = _weighted_operands(X, Bc, weight, CHUNK, MMA_DTYPE, WEIGH_X, PACKED_WEIGHTS)
     return Xm, Bm, g_last
 
 
@@ -104,23 +120,13 @@ def _prefix_state(x, B, g, dtT, seg_entry, b, head, group, p_tile, n_tile, t0, t
     nevertheless slower than one walk (tuning.Variant's ``walk_segments``), and it is only an ablation variant."""
     acc = ct.zeros(SHAPE, dtype=ct.float32)
     decay = ct.zeros((1,), dtype=ct.float32)  # D_c, <= 0
-    scalar_latency = ct.static_eval(SCALAR_LATENCY if SCALAR_LATENCY > 0 else None)
     for i in range(first):
         chunk = first - 1 - i
         # Whole chunks (only the sequence's last may be ragged); padded like the walk's loads all the same.
-        X = ct.load(x, (b, chunk, head, p_tile), shape=(1, CHUNK, 1, BLOCK_P), padding_mode=ct.PaddingMode.ZERO,
-                    latency=LATENCY).reshape((CHUNK, BLOCK_P))
-        Bc = ct.load(B, (b, chunk, group, n_tile), shape=(1, CHUNK, 1, BLOCK_N), padding_mode=ct.PaddingMode.ZERO,
-                     latency=LATENCY).reshape((CHUNK, BLOCK_N))
-        gc, dtc = chunk_scalars(g, dtT, b, head, chunk, CHUNK, RAW_DT, scalar_latency)
+        X, Bc, gc, dtc = _chunk_loads(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile, CHUNK, BLOCK_P, BLOCK_N,
+                                      LATENCY, SCALAR_LATENCY, RAW_DT)
         weight, g_last = _weights(gc, dtc, CHUNK, PRE_WEIGHTS)
-        weight = weight * exp2(decay)
-        if PACKED_WEIGHTS and X.dtype == ct.bfloat16:
-            weight = weight.astype(X.dtype)
-        if WEIGH_X:
-            Xm, Bm = (X * weight.reshape((CHUNK, 1))).astype(MMA_DTYPE), Bc.astype(MMA_DTYPE)
-        else:
-            Xm, Bm = X.astype(MMA_DTYPE), (Bc * weight.reshape((CHUNK, 1))).astype(MMA_DTYPE)
+        Xm, Bm = _weighted_operands(X, Bc, weight * exp2(decay), CHUNK, MMA_DTYPE, WEIGH_X, PACKED_WEIGHTS)
         if SWAP_AB:
             acc = ct.mma(Bm.transpose(), Xm, acc)
         else:
