@@ -24,6 +24,7 @@ import cuda.tile as ct
 import torch
 
 from kernels.cutile import tuning
+from kernels.cutile.api import launch_names, ssd_fwd_cutile_variant
 from reference import ProblemSpec, SSDDims, ssd_chunked
 from reference.checks import domain_checked
 from validation.bench.sweep import POINT
@@ -161,6 +162,12 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
     for block_n, latency, occupancy in ((32, 1, 3), (32, 1, 4), (16, 1, 4), (16, 2, 3), (32, 2, 2), (32, 1, 2)):
         cand = dataclasses.replace(co, block_n=min(block_n, spec.dstate), latency=latency, occupancy=occupancy)
         out.append(one(f"chunk_out smem n{cand.block_n} lat{latency} occ{occupancy}", "default", "chunk_out", cand))
+    # chunk_out over 32-wide headdim tiles: twice the programs, each with half the y accumulator and of x, C·hᵀ and the
+    # weighted product, the diagonal C·Bᵀ block built by both programs of a head.
+    if spec.headdim >= 64:
+        for occupancy in (2, 3, 4):
+            cand = dataclasses.replace(co, block_p=32, occupancy=occupancy)
+            out.append(one(f"chunk_out p32 occ{occupancy}", "default", "chunk_out", cand))
     # The serial walk's chunk-state weights: computed by the walk on B's rows (the walk before pre_weights, the variant
     # walk-weighs), read from the cumsum (pre_weights) on B's rows or on x's (weigh_x), at several pipeline depths
     # (x and B hint, chunks a step, g and dt hint) and dstate tiles. On the H200 the chooser's came out of these
@@ -295,6 +302,31 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
     return [c for c in unique.values() if only is None or c[0].startswith(tuple(only)) or c[0] == "default"]
 
 
+def _measure(call, spec: ProblemSpec, seqlen: int, dstate: int, name: str, variant: str, cfgs: tuning.Configs,
+             inputs, y_ref, state_ref, reps: int, arch: str) -> tuple[dict, str]:
+    """One candidate's row (its configuration, the float64 gate's verdict and errors, and where it passed, the
+    forward's kernel time and each kernel's) and the line that shows it."""
+    try:
+        y, state = call()
+    except ct.TileError as err:  # a candidate the compiler refuses is a result, not a stop
+        return ({"seqlen": seqlen, "dstate": dstate, "candidate": name,
+                 "gate": f"did not compile: {type(err).__name__}: {str(err)[:300]}"}, "did not compile")
+    verdict = judge("cutile", "bf16", "bf16", y, state, y_ref, state_ref)
+    row = {"seqlen": seqlen, "dstate": dstate, "candidate": name, "variant": variant,
+           **{f"{stage}_config": dataclasses.asdict(getattr(cfgs, stage)) for stage in _STAGES},
+           "gate": verdict.failures() or "pass", "y_rel_l2": verdict.record().get("y_rel_l2"),
+           "state_rel_l2": verdict.record().get("state_rel_l2")}
+    if verdict.failures():
+        return row, f"gate: {row['gate']}"
+    with domain_checked(inputs.dt, inputs.A, who="explore_cutile"):  # kernel time, no check
+        device = torch.device("cuda")
+        row["kernel_us"] = cupti_kernel_us(call, reps=reps, device=device).as_dict()
+        names = launch_names(*inputs.as_args(), chunk_size=spec.chunk_size, arch=arch, variant=variant, configs=cfgs)
+        row["per_kernel_us"] = per_kernel_us(call, reps=reps, device=device, launches=names)
+    return row, f"{row['kernel_us']['median']:8.1f} us " + " ".join(
+        f"{k.strip('_')[:14]}={v:.1f}" for k, v in row["per_kernel_us"].items())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out")
@@ -304,8 +336,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="+", default=None,
                         help="candidates whose name starts with one of these (and the default)")
     args = parser.parse_args(argv)
-    from kernels.cutile.api import launch_names, ssd_fwd_cutile_variant
-
     major, minor = torch.cuda.get_device_capability()
     arch = f"sm_{major}{minor}"  # the choosers' configuration for this GPU, as the forward picks it
     rows, env = [], environment([0])
@@ -319,28 +349,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"l={seqlen} n={dstate} {name:<28} compiling, gating, timing", file=sys.stderr, flush=True)
                 call = functools.partial(ssd_fwd_cutile_variant(variant, configs=cfgs), *inputs.as_args(),
                                          chunk_size=spec.chunk_size)
-                try:
-                    y, state = call()
-                except ct.TileError as err:  # a candidate the compiler refuses is a result, not a stop
-                    row = {"seqlen": seqlen, "dstate": dstate, "candidate": name,
-                           "gate": f"did not compile: {type(err).__name__}: {str(err)[:300]}"}
-                    shown = "did not compile"
-                else:
-                    verdict = judge("cutile", "bf16", "bf16", y, state, y_ref, state_ref)
-                    row = {"seqlen": seqlen, "dstate": dstate, "candidate": name, "variant": variant,
-                           **{f"{stage}_config": dataclasses.asdict(getattr(cfgs, stage)) for stage in _STAGES},
-                           "gate": verdict.failures() or "pass", "y_rel_l2": verdict.record().get("y_rel_l2"),
-                           "state_rel_l2": verdict.record().get("state_rel_l2")}
-                    if not verdict.failures():
-                        with domain_checked(inputs.dt, inputs.A, who="explore_cutile"):  # kernel time, no check
-                            device = torch.device("cuda")
-                            row["kernel_us"] = cupti_kernel_us(call, reps=args.reps, device=device).as_dict()
-                            names = launch_names(*inputs.as_args(), chunk_size=spec.chunk_size, arch=arch,
-                                                 variant=variant, configs=cfgs)
-                            row["per_kernel_us"] = per_kernel_us(call, reps=args.reps, device=device, launches=names)
-                    shown = (f"{row['kernel_us']['median']:8.1f} us " + " ".join(
-                        f"{k.strip('_')[:14]}={v:.1f}" for k, v in row["per_kernel_us"].items())
-                        if "kernel_us" in row else f"gate: {row['gate']}")
+                row, shown = _measure(call, spec, seqlen, dstate, name, variant, cfgs, inputs, y_ref, state_ref,
+                                      args.reps, arch)
                 rows.append(row)
                 print(f"l={seqlen} n={dstate} {name:<28} {shown}", file=sys.stderr, flush=True)
                 # after every candidate, so a run stopped from outside keeps every row it finished
