@@ -6,7 +6,8 @@ Varies one stage's configuration at a time around the choosers' (``kernels.cutil
 to the forward as its ``configs``, at the
 benchmark's shape (batch 4, 8 heads, headdim 64, 1 group, chunk 128, bf16), plus both state passes
 (variants ``serial-state``, ``segmented-state`` and ``chunked-state``) and both ways of building chunk_out's
-C·Bᵀ (``cb-inline``, ``cb-buffer``). For each candidate: the correctness gate against
+C·Bᵀ (``cb-inline``, ``cb-buffer``). For each candidate: its first call's seconds (compilation included, which
+the log also names before it starts), the correctness gate against
 the float64 chunked reference with the tolerance table, then CUPTI kernel time with an L2 flush before
 every rep, and the time of each kernel of the forward (L2 flushed too). Data for choosing defaults; the
 benchmark, not this, measures what the suite claims.
@@ -18,6 +19,7 @@ import argparse
 import dataclasses
 import functools
 import sys
+import time
 from pathlib import Path
 
 import cuda.tile as ct
@@ -304,27 +306,33 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
 
 def _measure(call, spec: ProblemSpec, seqlen: int, dstate: int, name: str, variant: str, cfgs: tuning.Configs,
              inputs, y_ref, state_ref, reps: int, arch: str) -> tuple[dict, str]:
-    """One candidate's row (its configuration, the float64 gate's verdict and errors, and where it passed, the
-    forward's kernel time and each kernel's) and the line that shows it."""
+    """One candidate's row (its configuration, the seconds of its first call, compilation included, the float64
+    gate's verdict and errors, and where it passed, the forward's kernel time and each kernel's) and the line that
+    shows it."""
+    device = torch.device("cuda")
+    torch.cuda.synchronize(device)
+    start = time.perf_counter()
     try:
         y, state = call()
+        torch.cuda.synchronize(device)
     except ct.TileError as err:  # a candidate the compiler refuses is a result, not a stop
         return ({"seqlen": seqlen, "dstate": dstate, "candidate": name,
+                 "first_call_s": round(time.perf_counter() - start, 2),
                  "gate": f"did not compile: {type(err).__name__}: {str(err)[:300]}"}, "did not compile")
+    first_call_s = round(time.perf_counter() - start, 2)
     verdict = judge("cutile", "bf16", "bf16", y, state, y_ref, state_ref)
     row = {"seqlen": seqlen, "dstate": dstate, "candidate": name, "variant": variant,
            **{f"{stage}_config": dataclasses.asdict(getattr(cfgs, stage)) for stage in _STAGES},
-           "gate": verdict.failures() or "pass", "y_rel_l2": verdict.record().get("y_rel_l2"),
-           "state_rel_l2": verdict.record().get("state_rel_l2")}
+           "first_call_s": first_call_s, "gate": verdict.failures() or "pass",
+           "y_rel_l2": verdict.record().get("y_rel_l2"), "state_rel_l2": verdict.record().get("state_rel_l2")}
     if verdict.failures():
-        return row, f"gate: {row['gate']}"
+        return row, f"gate: {row['gate']} (first call {first_call_s:.1f} s)"
     with domain_checked(inputs.dt, inputs.A, who="explore_cutile"):  # kernel time, no check
-        device = torch.device("cuda")
         row["kernel_us"] = cupti_kernel_us(call, reps=reps, device=device).as_dict()
         names = launch_names(*inputs.as_args(), chunk_size=spec.chunk_size, arch=arch, variant=variant, configs=cfgs)
         row["per_kernel_us"] = per_kernel_us(call, reps=reps, device=device, launches=names)
     return row, f"{row['kernel_us']['median']:8.1f} us " + " ".join(
-        f"{k.strip('_')[:14]}={v:.1f}" for k, v in row["per_kernel_us"].items())
+        f"{k.strip('_')[:14]}={v:.1f}" for k, v in row["per_kernel_us"].items()) + f" (first call {first_call_s:.1f} s)"
 
 
 def main(argv: list[str] | None = None) -> int:
