@@ -238,6 +238,8 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
             out.append(one(f"segw K{k} n{cand.block_n}", "segmented-state", "segment_state", cand))
             # The same local walk, its states completed by chunk_out as it reads them (no completion launch).
             out.append(one(f"segout K{k} n{cand.block_n}", "segmented-out", "segment_state", cand))
+            # With each chunk's entry state formed before chunk_out's C·hᵀ product (fold_entry): no product of its own.
+            out.append(one(f"fold segout K{k} n{cand.block_n}", "segmented-out-scanned-folded", "segment_state", cand))
     ap = base.segment_apply
     for block_p, block_n, occupancy in ((32, 128, None), (64, 128, None), (64, 64, 4), (16, 64, None)):
         cand = dataclasses.replace(ap, block_p=min(block_p, spec.headdim), block_n=min(block_n, spec.dstate),
@@ -274,6 +276,8 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
         for tag, cand in local.items():
             out.append(one(f"two K{k} {tag}", "segmented-out", "segment_state", cand))
             out.append(one(f"two-scanned K{k} {tag}", "segmented-out-scanned", "segment_state", cand))
+            out.append(one(f"fold two K{k} {tag}", "segmented-out-folded", "segment_state", cand))
+            out.append(one(f"fold two-scanned K{k} {tag}", "segmented-out-scanned-folded", "segment_state", cand))
             # chunk_out's row blocks in the other order than the chooser's (``heavy_first``: segment 1's programs, with
             # the completion product, first or last).
             order = f"heavy-{'last' if co.heavy_first else 'first'}"
