@@ -304,6 +304,8 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
                                            scalar_latency=scalar_latency)
                 out.append(one(f"nocumsum {stage.split('_')[0]} {'x' if weigh_x else 'B'} lat{latency} u{unroll} "
                                f"glat{scalar_latency}", "cumsum-in-kernels", stage, cand))
+    # The chooser's configuration with chunk_out's fold_entry (where the default is segmented-out: dstate 64).
+    out.append(one("fold default", "segmented-out-folded"))
     unique = {name: (name, variant, cfgs) for name, variant, cfgs in out}
     return [c for c in unique.values() if only is None or c[0].startswith(tuple(only)) or c[0] == "default"]
 
