@@ -147,33 +147,6 @@ def _entry_share(C, seg_entry, chunk_decay, acc, b, head, group, row_block, chun
     return acc * exp2(ct.load(chunk_decay, (b, head, chunk), shape=(1, 1, 1)).reshape((1, 1)))
 
 
-def _state_products(B, C, states, seg_entry, chunk_decay, b, head, group, row_block, chunk, entry, p_tile, ntiles,
-                    BLOCK_M, BLOCK_P, BLOCK_N, FOLD, STATES_T, CB, LATENCY, MMA_DTYPE, STATE_MMA_DTYPE, acc=None):
-    """The loop over dstate: ``acc`` (zero if None) plus C·hᵀ of the chunk's entry state, and with CB the diagonal
-    C·Bᵀ block from the same C tiles (else a zero block). With FOLD, ``states`` holds the segmented pass's local state
-    L_c, and the entry state h_c = L_c + exp2(d_c) E_s (E_s at index ``entry`` of ``seg_entry``) is formed tile by
-    tile in fp32 and rounded once to the matmul's dtype: the segment's share costs no product of its own."""
-    if acc is None:
-        acc = ct.zeros((BLOCK_M, BLOCK_P), dtype=ct.float32)
-    cb = ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32)
-    if FOLD:
-        # d_c <= 0, so the factor is at most 1.
-        decay = exp2(ct.load(chunk_decay, (b, head, chunk), shape=(1, 1, 1)).reshape((1, 1)))
-    for n in range(ntiles):
-        Cm = ct.load(C, (b, row_block, group, n), shape=(1, BLOCK_M, 1, BLOCK_N),
-                     padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((BLOCK_M, BLOCK_N))
-        hT = _state_t(states, b, head, chunk, p_tile, n, BLOCK_P, BLOCK_N, STATES_T)
-        if FOLD:
-            eT = _state_t(seg_entry, b, head, entry, p_tile, n, BLOCK_P, BLOCK_N, False)
-            hT = hT.astype(ct.float32) + decay * eT.astype(ct.float32)
-        acc = ct.mma(Cm.astype(STATE_MMA_DTYPE), hT.astype(STATE_MMA_DTYPE), acc)
-        if CB:
-            Bm = ct.load(B, (b, row_block, group, n), shape=(1, BLOCK_M, 1, BLOCK_N),
-                         padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((BLOCK_M, BLOCK_N))
-            cb = ct.mma(Cm.astype(MMA_DTYPE), Bm.transpose().astype(MMA_DTYPE), cb)
-    return acc, cb
-
-
 def _two_segments_final(seg_end, seg_decay, final_state, b, head, p_tile, row_block, row_blocks, ntiles, BLOCK_P,
                         BLOCK_N):
     """The final state of a sequence in two segments without an initial state, exp2(D_1) L_end(0) + L_end(1) in fp32:
@@ -234,7 +207,6 @@ def _chunk_out_kernel(
     SEG_FROM_END: ct.Constant[bool],
     LATENCY: ct.Constant[int],
     HEAVY_FIRST: ct.Constant[bool],
-    FOLD_ENTRY: ct.Constant[bool],
 ):
     """Grid (cdiv(seqlen, BLOCK_M) * nheads/BLOCK_H * headdim/BLOCK_P, batch): BLOCK_M rows x BLOCK_P
     columns of y for BLOCK_H heads of one group of one sequence; row blocks are slowest, so the heads
@@ -245,8 +217,7 @@ def _chunk_out_kernel(
     SEG_FROM_END (exactly two segments, no initial state): ``seg_entry`` holds the segments' end states from zero,
     L_end(s), so E_0 = 0 (segment 0's programs skip the product) and E_1 = L_end(0); and the programs of the first row
     blocks write the final state exp2(D_1) L_end(0) + L_end(1), a (BLOCK_P, BLOCK_N) tile each: no scan launch; with
-    HEAVY_FIRST the row blocks are taken last to first, so that segment 1's programs start first. FOLD_ENTRY (with
-    SEG_CHUNKS): no product for E_s; exp2(d_c) E_s is added to each tile of L_c in fp32 before the C·hᵀ product."""
+    HEAVY_FIRST the row blocks are taken last to first, so that segment 1's programs start first."""
     # Tensor-core operand dtypes: bf16/fp16 as they come (HGMMA on sm_90); fp32 is cast to tf32 on
     # purpose, since an fp32 ct.mma takes no tensor core path.
     MMA_DTYPE = ct.static_eval(ct.tfloat32 if x.dtype == ct.float32 else x.dtype)
@@ -272,34 +243,26 @@ def _chunk_out_kernel(
     # The carried state first, so that at most two accumulators (y and a C·Bᵀ block) are ever live.
     # With C_ONCE (one row block per chunk, so no off-diagonal blocks), the diagonal C·Bᵀ block is built
     # in the same loop as the first head's C·hᵀ, from the same C tile, and serves every head of the program.
+    acc = ct.zeros((BLOCK_M, BLOCK_P), dtype=ct.float32)
     if SEG_FROM_END:
         _two_segments_final(seg_entry, seg_decay, final_state, b, head0, p_tile, row_block, row_blocks, ntiles, BLOCK_P,
                             BLOCK_N)
-    if FOLD_ENTRY and SEG_FROM_END:
         if chunk >= SEG_CHUNKS:  # segment 1, entered at E_1 = L_end(0); segment 0 enters at zero
-            acc, cb = _state_products(B, C, states, seg_entry, chunk_decay, b, head0, group, row_block, chunk, 0,
-                                      p_tile, ntiles, BLOCK_M, BLOCK_P, BLOCK_N, True, False, C_ONCE and not CB_BUFFER,
-                                      LATENCY, MMA_DTYPE, STATE_MMA_DTYPE)
-        else:
-            acc, cb = _state_products(B, C, states, seg_entry, chunk_decay, b, head0, group, row_block, chunk, 0,
-                                      p_tile, ntiles, BLOCK_M, BLOCK_P, BLOCK_N, False, False, C_ONCE and not CB_BUFFER,
-                                      LATENCY, MMA_DTYPE, STATE_MMA_DTYPE)
-    elif FOLD_ENTRY and SEG_CHUNKS > 0:
-        acc, cb = _state_products(B, C, states, seg_entry, chunk_decay, b, head0, group, row_block, chunk,
-                                  chunk // SEG_CHUNKS, p_tile, ntiles, BLOCK_M, BLOCK_P, BLOCK_N, True, False,
-                                  C_ONCE and not CB_BUFFER, LATENCY, MMA_DTYPE, STATE_MMA_DTYPE)
-    else:
-        acc = ct.zeros((BLOCK_M, BLOCK_P), dtype=ct.float32)
-        if SEG_FROM_END:
-            if chunk >= SEG_CHUNKS:  # segment 1, entered at E_1 = L_end(0); segment 0 enters at zero
-                acc = _entry_share(C, seg_entry, chunk_decay, acc, b, head0, group, row_block, chunk, 0, p_tile,
-                                   ntiles, BLOCK_M, BLOCK_P, BLOCK_N, LATENCY, STATE_MMA_DTYPE)
-        elif SEG_CHUNKS > 0:
-            acc = _entry_share(C, seg_entry, chunk_decay, acc, b, head0, group, row_block, chunk, chunk // SEG_CHUNKS,
-                               p_tile, ntiles, BLOCK_M, BLOCK_P, BLOCK_N, LATENCY, STATE_MMA_DTYPE)
-        acc, cb = _state_products(B, C, states, seg_entry, chunk_decay, b, head0, group, row_block, chunk, 0, p_tile,
-                                  ntiles, BLOCK_M, BLOCK_P, BLOCK_N, False, STATES_T, C_ONCE and not CB_BUFFER,
-                                  LATENCY, MMA_DTYPE, STATE_MMA_DTYPE, acc)
+            acc = _entry_share(C, seg_entry, chunk_decay, acc, b, head0, group, row_block, chunk, 0, p_tile, ntiles,
+                               BLOCK_M, BLOCK_P, BLOCK_N, LATENCY, STATE_MMA_DTYPE)
+    elif SEG_CHUNKS > 0:
+        acc = _entry_share(C, seg_entry, chunk_decay, acc, b, head0, group, row_block, chunk, chunk // SEG_CHUNKS,
+                           p_tile, ntiles, BLOCK_M, BLOCK_P, BLOCK_N, LATENCY, STATE_MMA_DTYPE)
+    cb = ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32)
+    for n in range(ntiles):
+        Cm = ct.load(C, (b, row_block, group, n), shape=(1, BLOCK_M, 1, BLOCK_N),
+                     padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((BLOCK_M, BLOCK_N))
+        hT = _state_t(states, b, head0, chunk, p_tile, n, BLOCK_P, BLOCK_N, STATES_T)
+        acc = ct.mma(Cm.astype(STATE_MMA_DTYPE), hT.astype(STATE_MMA_DTYPE), acc)
+        if C_ONCE and not CB_BUFFER:
+            Bm = ct.load(B, (b, row_block, group, n), shape=(1, BLOCK_M, 1, BLOCK_N),
+                         padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((BLOCK_M, BLOCK_N))
+            cb = ct.mma(Cm.astype(MMA_DTYPE), Bm.transpose().astype(MMA_DTYPE), cb)
     if CB_BUFFER:
         # Loaded after the C·hᵀ loop, so that it is not live across it.
         cb = ct.load(cbuf, (b, chunk, group, 0, 0), shape=(1, 1, 1, BLOCK_M, BLOCK_M),
@@ -354,7 +317,6 @@ def _chunk_out_args(x, B, C, g, dtT, states, D, cbuf, seg_entry, chunk_decay, se
         seg_from_end,
         cfg.latency,
         cfg.heavy_first,
-        cfg.fold_entry and seg_chunks > 0,
     )
 
 

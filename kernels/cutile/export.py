@@ -90,8 +90,7 @@ CLASSES_BY_ARCH = {
 VARIANT_CLASSES = {"sm_90": ((SPEC_CLASSES[1], "fused-out"), (SPEC_CLASSES[1], "split-diag"),
                              (SPEC_CLASSES[1], "walk-weighs"), (SPEC_CLASSES[1], "packed-weights"),
                              (SPEC_CLASSES[2], "packed-weights"), (SPEC_CLASSES[1], "two-segment-walk"),
-                             (SPEC_CLASSES[1], "segmented-out"), (SPEC_CLASSES[1], "cumsum-in-kernels"),
-                             (SPEC_CLASSES[1], "segmented-out-folded"))}
+                             (SPEC_CLASSES[1], "segmented-out"), (SPEC_CLASSES[1], "cumsum-in-kernels"))}
 
 
 def meta_inputs(spec: SpecClass) -> tuple:

@@ -88,10 +88,6 @@ class Variant:
     On the H200 the forward took 56.5 against 48.4 us at (4096 tokens, dstate 64), 156.0 against 151.6 at (16384, 64)
     and 260.5 against 191.9 at (16384, 128): the walk's chain absorbs the cumsum and the weights, 8-75 us, against the
     2.8-4.3 us launch saved (explore_cutile, 2026-12-03, reports/published/0.1.0+20261203T164800Z-2a71ae5).
-    ``fold_entry``: segmented-out's chunk_out forms h_c = L_c + exp2(d_c) E_s tile by tile in fp32 before its C·h_cᵀ
-    product, rounded once to the states' dtype, instead of a C·E_sᵀ product of its own (None: the chooser's, for now
-    never): the matmuls of the serial pass's chunk_out, at the price of E_s's load and the staging of a register-built
-    operand in shared memory (variants segmented-out-folded and segmented-out-scanned-folded).
     """
 
     state: str = "auto"
@@ -108,7 +104,6 @@ class Variant:
     walk_segments: int | None = None
     two_segment_scan: bool = False
     cumsum_in_kernels: bool = False
-    fold_entry: bool | None = None
 
     def unsupported_reason(self, dstate: int) -> str | None:
         """Why this variant cannot run a problem of this dstate (None: it can)."""
@@ -143,8 +138,6 @@ VARIANTS = {
     "segmented-out": Variant(state="segmented-out"),
     "segmented-out-scanned": Variant(state="segmented-out", two_segment_scan=True),
     "cumsum-in-kernels": Variant(cumsum_in_kernels=True),
-    "segmented-out-folded": Variant(state="segmented-out", fold_entry=True),
-    "segmented-out-scanned-folded": Variant(state="segmented-out", two_segment_scan=True, fold_entry=True),
 }
 
 
@@ -228,12 +221,10 @@ class ChunkOutConfig:
         """This configuration with what ``variant`` forces (C loaded once or not, C·Bᵀ shared or buffered)."""
         return replace(self, c_once=variant.c_once, block_h=variant.cb_heads if variant.cb_heads > 1 else self.block_h,
                        cb_buffer=self.cb_buffer if variant.cb_buffer is None else variant.cb_buffer,
-                       split_diag=self.split_diag if variant.split_diag is None else variant.split_diag,
-                       fold_entry=self.fold_entry if variant.fold_entry is None else variant.fold_entry)
+                       split_diag=self.split_diag if variant.split_diag is None else variant.split_diag)
     block_h: int = 1          # heads of one group per program, sharing one C·Bᵀ block (needs c_once)
     split_diag: bool = False  # the diagonal block in two row halves, the lower's past half factorized (whole chunks)
     heavy_first: bool = True  # two segments without a scan: segment 1's programs (with the completion product) first
-    fold_entry: bool = False  # segmented-out: add exp2(d_c) E_s to L_c's tiles before C·hᵀ instead of a C·E_sᵀ product
 
 
 def chunk_cumsum_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> ChunkCumsumConfig:

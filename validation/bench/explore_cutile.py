@@ -238,8 +238,6 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
             out.append(one(f"segw K{k} n{cand.block_n}", "segmented-state", "segment_state", cand))
             # The same local walk, its states completed by chunk_out as it reads them (no completion launch).
             out.append(one(f"segout K{k} n{cand.block_n}", "segmented-out", "segment_state", cand))
-            # With each chunk's entry state formed before chunk_out's C·hᵀ product (fold_entry): no product of its own.
-            out.append(one(f"fold segout K{k} n{cand.block_n}", "segmented-out-scanned-folded", "segment_state", cand))
     ap = base.segment_apply
     for block_p, block_n, occupancy in ((32, 128, None), (64, 128, None), (64, 64, 4), (16, 64, None)):
         cand = dataclasses.replace(ap, block_p=min(block_p, spec.headdim), block_n=min(block_n, spec.dstate),
@@ -276,8 +274,6 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
         for tag, cand in local.items():
             out.append(one(f"two K{k} {tag}", "segmented-out", "segment_state", cand))
             out.append(one(f"two-scanned K{k} {tag}", "segmented-out-scanned", "segment_state", cand))
-            out.append(one(f"fold two K{k} {tag}", "segmented-out-folded", "segment_state", cand))
-            out.append(one(f"fold two-scanned K{k} {tag}", "segmented-out-scanned-folded", "segment_state", cand))
             # chunk_out's row blocks in the other order than the chooser's (``heavy_first``: segment 1's programs, with
             # the completion product, first or last).
             order = f"heavy-{'last' if co.heavy_first else 'first'}"
@@ -304,8 +300,6 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
                                            scalar_latency=scalar_latency)
                 out.append(one(f"nocumsum {stage.split('_')[0]} {'x' if weigh_x else 'B'} lat{latency} u{unroll} "
                                f"glat{scalar_latency}", "cumsum-in-kernels", stage, cand))
-    # The chooser's configuration with chunk_out's fold_entry (where the default is segmented-out: dstate 64).
-    out.append(one("fold default", "segmented-out-folded"))
     unique = {name: (name, variant, cfgs) for name, variant, cfgs in out}
     return [c for c in unique.values() if only is None or c[0].startswith(tuple(only)) or c[0] == "default"]
 
