@@ -32,11 +32,13 @@ def _cb_block(B, C, b, block, group, ntiles, BLOCK_M, BLOCK_N, LATENCY, MMA_DTYP
     return cb
 
 
-def _state_t(states, b, head, chunk, p_tile, n, BLOCK_P, BLOCK_N, STATES_T):
+def _state_t(states, b, head, chunk, p_tile, n, BLOCK_P, BLOCK_N, STATES_T, latency=None):
     """hᵀ's (BLOCK_N, BLOCK_P) tile of one head's chunk entry state, from either layout of the states."""
     if STATES_T:
-        return ct.load(states, (b, head, chunk, n, p_tile), shape=(1, 1, 1, BLOCK_N, BLOCK_P)).reshape((BLOCK_N, BLOCK_P))
-    h = ct.load(states, (b, head, chunk, p_tile, n), shape=(1, 1, 1, BLOCK_P, BLOCK_N)).reshape((BLOCK_P, BLOCK_N))
+        return ct.load(states, (b, head, chunk, n, p_tile), shape=(1, 1, 1, BLOCK_N, BLOCK_P),
+                       latency=latency).reshape((BLOCK_N, BLOCK_P))
+    h = ct.load(states, (b, head, chunk, p_tile, n), shape=(1, 1, 1, BLOCK_P, BLOCK_N),
+                latency=latency).reshape((BLOCK_P, BLOCK_N))
     return h.transpose()
 
 
@@ -85,11 +87,12 @@ def _diagonal_in_halves(x, dtT, g, D, y, acc, cb, b, head, row_block, p_tile, BL
 
 
 def _rows_out(x, B, C, g, dtT, D, y, acc, cb, b, head, group, row_block, chunk, m, p_tile, ntiles,
-              CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, SPLIT_DIAG, LATENCY, MMA_DTYPE):
+              CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, SPLIT_DIAG, LATENCY, MMA_DTYPE, SCALAR_LATENCY):
     """One head's BLOCK_M x BLOCK_P block of y, from ``acc`` = C·hᵀ of its entry state (not yet decayed)
     and, with C_ONCE, ``cb`` = the diagonal C·Bᵀ block (else built here)."""
     M_PER_CHUNK = CHUNK // BLOCK_M
-    g_m = ct.load(g, (b, head, row_block), shape=(1, 1, BLOCK_M)).reshape((BLOCK_M, 1))
+    scalar_latency = ct.static_eval(SCALAR_LATENCY if SCALAR_LATENCY > 0 else None)
+    g_m = ct.load(g, (b, head, row_block), shape=(1, 1, BLOCK_M), latency=scalar_latency).reshape((BLOCK_M, 1))
     # g_m <= 0, so exp2(g_m) <= 1.
     acc = acc * exp2(g_m)
 
@@ -123,7 +126,7 @@ def _rows_out(x, B, C, g, dtT, D, y, acc, cb, b, head, group, row_block, chunk, 
                             MMA_DTYPE)
     else:
         decay = _causal_decay(g_m, BLOCK_M)
-        dt_m = ct.load(dtT, (b, head, row_block), shape=(1, 1, BLOCK_M)).reshape((1, BLOCK_M))
+        dt_m = ct.load(dtT, (b, head, row_block), shape=(1, 1, BLOCK_M), latency=scalar_latency).reshape((1, BLOCK_M))
         # Rows past seqlen (ragged tail) load as zeros and are clipped on store; with dt = 0 and B = 0
         # there, they contribute nothing to the real rows.
         Xm = ct.load(x, (b, row_block, head, p_tile), shape=(1, BLOCK_M, 1, BLOCK_P),
@@ -207,6 +210,8 @@ def _chunk_out_kernel(
     SEG_FROM_END: ct.Constant[bool],
     LATENCY: ct.Constant[int],
     HEAVY_FIRST: ct.Constant[bool],
+    STATE_LATENCY: ct.Constant[int],
+    SCALAR_LATENCY: ct.Constant[int],
 ):
     """Grid (cdiv(seqlen, BLOCK_M) * nheads/BLOCK_H * headdim/BLOCK_P, batch): BLOCK_M rows x BLOCK_P
     columns of y for BLOCK_H heads of one group of one sequence; row blocks are slowest, so the heads
@@ -254,10 +259,11 @@ def _chunk_out_kernel(
         acc = _entry_share(C, seg_entry, chunk_decay, acc, b, head0, group, row_block, chunk, chunk // SEG_CHUNKS,
                            p_tile, ntiles, BLOCK_M, BLOCK_P, BLOCK_N, LATENCY, STATE_MMA_DTYPE)
     cb = ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32)
+    state_latency = ct.static_eval(STATE_LATENCY if STATE_LATENCY > 0 else None)
     for n in range(ntiles):
         Cm = ct.load(C, (b, row_block, group, n), shape=(1, BLOCK_M, 1, BLOCK_N),
                      padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((BLOCK_M, BLOCK_N))
-        hT = _state_t(states, b, head0, chunk, p_tile, n, BLOCK_P, BLOCK_N, STATES_T)
+        hT = _state_t(states, b, head0, chunk, p_tile, n, BLOCK_P, BLOCK_N, STATES_T, state_latency)
         acc = ct.mma(Cm.astype(STATE_MMA_DTYPE), hT.astype(STATE_MMA_DTYPE), acc)
         if C_ONCE and not CB_BUFFER:
             Bm = ct.load(B, (b, row_block, group, n), shape=(1, BLOCK_M, 1, BLOCK_N),
@@ -269,21 +275,21 @@ def _chunk_out_kernel(
                      latency=LATENCY).reshape((BLOCK_M, BLOCK_M))
     if BLOCK_H == 1:
         _rows_out(x, B, C, g, dtT, D, y, acc, cb, b, head0, group, row_block, chunk, m, p_tile, ntiles,
-                  CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, SPLIT_DIAG, LATENCY, MMA_DTYPE)
+                  CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, SPLIT_DIAG, LATENCY, MMA_DTYPE, SCALAR_LATENCY)
     else:
         # Held across the heads in the operand dtype it is rounded to at its use anyway: half the registers.
         cb_shared = cb.astype(MMA_DTYPE)
         _rows_out(x, B, C, g, dtT, D, y, acc, cb_shared, b, head0, group, row_block, chunk, m, p_tile, ntiles,
-                  CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, SPLIT_DIAG, LATENCY, MMA_DTYPE)
+                  CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, SPLIT_DIAG, LATENCY, MMA_DTYPE, SCALAR_LATENCY)
         for hh in range(1, BLOCK_H):
             acc = ct.zeros((BLOCK_M, BLOCK_P), dtype=ct.float32)
             for n in range(ntiles):
                 Cm = ct.load(C, (b, row_block, group, n), shape=(1, BLOCK_M, 1, BLOCK_N),
                              padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((BLOCK_M, BLOCK_N))
-                hT = _state_t(states, b, head0 + hh, chunk, p_tile, n, BLOCK_P, BLOCK_N, STATES_T)
+                hT = _state_t(states, b, head0 + hh, chunk, p_tile, n, BLOCK_P, BLOCK_N, STATES_T, state_latency)
                 acc = ct.mma(Cm.astype(STATE_MMA_DTYPE), hT.astype(STATE_MMA_DTYPE), acc)
             _rows_out(x, B, C, g, dtT, D, y, acc, cb_shared, b, head0 + hh, group, row_block, chunk, m, p_tile,
-                      ntiles, CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, SPLIT_DIAG, LATENCY, MMA_DTYPE)
+                      ntiles, CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, SPLIT_DIAG, LATENCY, MMA_DTYPE, SCALAR_LATENCY)
 
 
 def _chunk_out_args(x, B, C, g, dtT, states, D, cbuf, seg_entry, chunk_decay, seg_decay, final_state, y,
@@ -317,6 +323,8 @@ def _chunk_out_args(x, B, C, g, dtT, states, D, cbuf, seg_entry, chunk_decay, se
         seg_from_end,
         cfg.latency,
         cfg.heavy_first,
+        cfg.state_latency,
+        cfg.scalar_latency,
     )
 
 

@@ -225,6 +225,8 @@ class ChunkOutConfig:
     block_h: int = 1          # heads of one group per program, sharing one C·Bᵀ block (needs c_once)
     split_diag: bool = False  # the diagonal block in two row halves, the lower's past half factorized (whole chunks)
     heavy_first: bool = True  # two segments without a scan: segment 1's programs (with the completion product) first
+    state_latency: int = 0    # DRAM latency hint of the chunk-state loads (0: the compiler's)
+    scalar_latency: int = 0   # latency hint of the row block's g and dt loads (0: the compiler's)
 
 
 def chunk_cumsum_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> ChunkCumsumConfig:

@@ -300,6 +300,14 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
                                            scalar_latency=scalar_latency)
                 out.append(one(f"nocumsum {stage.split('_')[0]} {'x' if weigh_x else 'B'} lat{latency} u{unroll} "
                                f"glat{scalar_latency}", "cumsum-in-kernels", stage, cand))
+    # chunk_out's latency hints on its chunk-state loads and on its row block's g and dt loads (the compiler's choice
+    # by default), the hints that set how deep its load pipelines go.
+    for latency in (1, 2, 4, 8):
+        out.append(one(f"chunk_out slat{latency}", "default", "chunk_out",
+                       dataclasses.replace(co, state_latency=latency)))
+    for latency in (1, 4, 8):
+        out.append(one(f"chunk_out glat{latency}", "default", "chunk_out",
+                       dataclasses.replace(co, scalar_latency=latency)))
     unique = {name: (name, variant, cfgs) for name, variant, cfgs in out}
     return [c for c in unique.values() if only is None or c[0].startswith(tuple(only)) or c[0] == "default"]
 
