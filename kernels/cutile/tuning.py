@@ -495,9 +495,13 @@ def chunk_out_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: i
         # dstate 64), 26.6 -> 25.8 at 4096, 49.7 -> 47.7 at 8192, 344.0 -> 332.5 at 65536; at dstate 128 110.0 ->
         # 109.8 (16384), 31.7 -> 30.3 (4096), 58.4 -> 58.3 (8192), 404.4 -> 395.5 (65536); at 256 1.5-2.9% slower
         # (explore_cutile, 2026-12-02, reports/published/0.1.0+20261202T150900Z-3165a98/explore-chunk-out-lat.json).
+        # There the chunk-state loads take the same hint of 2 (the compiler's choice before): chunk_out 29.8 -> 29.5 us
+        # at (4096 tokens, dstate 64), 30.5 -> 29.9 at (4096, 128), 58.6 -> 57.1 at (8192, 128), 109.5 -> 107.9 at
+        # (16384, 128); hints of 1 and 4 within 1% of the compiler's, 8 up to 19% slower, and at dstate 512 none of them
+        # faster (explore_cutile, 2026-12-03, reports/published/0.1.0+20261203T223202Z-fdd9948).
         if dims.dstate <= 128:
             return ChunkOutConfig(block_m=block_m, block_p=block_p, block_n=min(dims.dstate, 32), latency=2,
-                                  occupancy=2, heavy_first=heavy_first)
+                                  occupancy=2, heavy_first=heavy_first, state_latency=2)
         return ChunkOutConfig(block_m=block_m, block_p=block_p, block_n=min(dims.dstate, 64), latency=4, occupancy=2,
                               heavy_first=heavy_first)
     return ChunkOutConfig(block_m=block_m, block_p=block_p, block_n=min(dims.dstate, 64), latency=4,
