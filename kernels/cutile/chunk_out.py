@@ -87,12 +87,11 @@ def _diagonal_in_halves(x, dtT, g, D, y, acc, cb, b, head, row_block, p_tile, BL
 
 
 def _rows_out(x, B, C, g, dtT, D, y, acc, cb, b, head, group, row_block, chunk, m, p_tile, ntiles,
-              CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, SPLIT_DIAG, LATENCY, MMA_DTYPE, SCALAR_LATENCY):
+              CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, SPLIT_DIAG, LATENCY, MMA_DTYPE):
     """One head's BLOCK_M x BLOCK_P block of y, from ``acc`` = C·hᵀ of its entry state (not yet decayed)
     and, with C_ONCE, ``cb`` = the diagonal C·Bᵀ block (else built here)."""
     M_PER_CHUNK = CHUNK // BLOCK_M
-    scalar_latency = ct.static_eval(SCALAR_LATENCY if SCALAR_LATENCY > 0 else None)
-    g_m = ct.load(g, (b, head, row_block), shape=(1, 1, BLOCK_M), latency=scalar_latency).reshape((BLOCK_M, 1))
+    g_m = ct.load(g, (b, head, row_block), shape=(1, 1, BLOCK_M)).reshape((BLOCK_M, 1))
     # g_m <= 0, so exp2(g_m) <= 1.
     acc = acc * exp2(g_m)
 
@@ -126,7 +125,7 @@ def _rows_out(x, B, C, g, dtT, D, y, acc, cb, b, head, group, row_block, chunk, 
                             MMA_DTYPE)
     else:
         decay = _causal_decay(g_m, BLOCK_M)
-        dt_m = ct.load(dtT, (b, head, row_block), shape=(1, 1, BLOCK_M), latency=scalar_latency).reshape((1, BLOCK_M))
+        dt_m = ct.load(dtT, (b, head, row_block), shape=(1, 1, BLOCK_M)).reshape((1, BLOCK_M))
         # Rows past seqlen (ragged tail) load as zeros and are clipped on store; with dt = 0 and B = 0
         # there, they contribute nothing to the real rows.
         Xm = ct.load(x, (b, row_block, head, p_tile), shape=(1, BLOCK_M, 1, BLOCK_P),
@@ -211,7 +210,6 @@ def _chunk_out_kernel(
     LATENCY: ct.Constant[int],
     HEAVY_FIRST: ct.Constant[bool],
     STATE_LATENCY: ct.Constant[int],
-    SCALAR_LATENCY: ct.Constant[int],
 ):
     """Grid (cdiv(seqlen, BLOCK_M) * nheads/BLOCK_H * headdim/BLOCK_P, batch): BLOCK_M rows x BLOCK_P
     columns of y for BLOCK_H heads of one group of one sequence; row blocks are slowest, so the heads
@@ -275,12 +273,12 @@ def _chunk_out_kernel(
                      latency=LATENCY).reshape((BLOCK_M, BLOCK_M))
     if BLOCK_H == 1:
         _rows_out(x, B, C, g, dtT, D, y, acc, cb, b, head0, group, row_block, chunk, m, p_tile, ntiles,
-                  CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, SPLIT_DIAG, LATENCY, MMA_DTYPE, SCALAR_LATENCY)
+                  CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, SPLIT_DIAG, LATENCY, MMA_DTYPE)
     else:
         # Held across the heads in the operand dtype it is rounded to at its use anyway: half the registers.
         cb_shared = cb.astype(MMA_DTYPE)
         _rows_out(x, B, C, g, dtT, D, y, acc, cb_shared, b, head0, group, row_block, chunk, m, p_tile, ntiles,
-                  CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, SPLIT_DIAG, LATENCY, MMA_DTYPE, SCALAR_LATENCY)
+                  CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, SPLIT_DIAG, LATENCY, MMA_DTYPE)
         for hh in range(1, BLOCK_H):
             acc = ct.zeros((BLOCK_M, BLOCK_P), dtype=ct.float32)
             for n in range(ntiles):
@@ -289,7 +287,7 @@ def _chunk_out_kernel(
                 hT = _state_t(states, b, head0 + hh, chunk, p_tile, n, BLOCK_P, BLOCK_N, STATES_T, state_latency)
                 acc = ct.mma(Cm.astype(STATE_MMA_DTYPE), hT.astype(STATE_MMA_DTYPE), acc)
             _rows_out(x, B, C, g, dtT, D, y, acc, cb_shared, b, head0 + hh, group, row_block, chunk, m, p_tile,
-                      ntiles, CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, SPLIT_DIAG, LATENCY, MMA_DTYPE, SCALAR_LATENCY)
+                      ntiles, CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, SPLIT_DIAG, LATENCY, MMA_DTYPE)
 
 
 def _chunk_out_args(x, B, C, g, dtT, states, D, cbuf, seg_entry, chunk_decay, seg_decay, final_state, y,
@@ -324,7 +322,6 @@ def _chunk_out_args(x, B, C, g, dtT, states, D, cbuf, seg_entry, chunk_decay, se
         cfg.latency,
         cfg.heavy_first,
         cfg.state_latency,
-        cfg.scalar_latency,
     )
 
 

@@ -226,7 +226,6 @@ class ChunkOutConfig:
     split_diag: bool = False  # the diagonal block in two row halves, the lower's past half factorized (whole chunks)
     heavy_first: bool = True  # two segments without a scan: segment 1's programs (with the completion product) first
     state_latency: int = 0    # DRAM latency hint of the chunk-state loads (0: the compiler's)
-    scalar_latency: int = 0   # latency hint of the row block's g and dt loads (0: the compiler's)
 
 
 def chunk_cumsum_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> ChunkCumsumConfig:
@@ -497,8 +496,8 @@ def chunk_out_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: i
         # (explore_cutile, 2026-12-02, reports/published/0.1.0+20261202T150900Z-3165a98/explore-chunk-out-lat.json).
         # There the chunk-state loads take the same hint of 2 (the compiler's choice before): chunk_out 29.8 -> 29.5 us
         # at (4096 tokens, dstate 64), 30.5 -> 29.9 at (4096, 128), 58.6 -> 57.1 at (8192, 128), 109.5 -> 107.9 at
-        # (16384, 128); hints of 1 and 4 within 1% of the compiler's, 8 up to 19% slower, and at dstate 512 none of them
-        # faster (explore_cutile, 2026-12-03, reports/published/0.1.0+20261203T223202Z-fdd9948).
+        # (16384, 128); 4 within 1% of the compiler's, 1 up to 2.4% and 8 up to 19% slower, and at dstate 512 none of
+        # them faster (explore_cutile, 2026-12-03, reports/published/0.1.0+20261203T223202Z-fdd9948).
         if dims.dstate <= 128:
             return ChunkOutConfig(block_m=block_m, block_p=block_p, block_n=min(dims.dstate, 32), latency=2,
                                   occupancy=2, heavy_first=heavy_first, state_latency=2)
