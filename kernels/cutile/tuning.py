@@ -503,6 +503,8 @@ def chunk_out_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: i
         # at (4096 tokens, dstate 64), 30.5 -> 29.9 at (4096, 128), 58.6 -> 57.1 at (8192, 128), 109.5 -> 107.9 at
         # (16384, 128); 4 within 1% of the compiler's, 1 up to 2.4% and 8 up to 19% slower, and at dstate 512 none of
         # them faster (explore_cutile, 2026-12-03, reports/published/0.1.0+20261203T223202Z-fdd9948).
+        # At dstate 256 hints of 1-4 are within 1.3% of the compiler's choice at 4K-32K tokens, 8 15-17% slower
+        # (explore_cutile, 2026-12-04, reports/published/0.1.0+20261204T011205Z-e3ea881): the compiler's stays.
         if dims.dstate <= 128:
             return ChunkOutConfig(block_m=block_m, block_p=block_p, block_n=min(dims.dstate, 32), latency=2,
                                   occupancy=2, heavy_first=heavy_first, state_latency=2)
