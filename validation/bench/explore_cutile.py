@@ -300,6 +300,14 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
                                            scalar_latency=scalar_latency)
                 out.append(one(f"nocumsum {stage.split('_')[0]} {'x' if weigh_x else 'B'} lat{latency} u{unroll} "
                                f"glat{scalar_latency}", "cumsum-in-kernels", stage, cand))
+    # The serial walk without its occupancy hint of 2 (or with 1), where its grid has at most one program an SM anyway
+    # (128 programs from dstate 128 to 256 at the benchmark's point): the compiler may then give a program more
+    # registers and shared memory, so deeper load pipelines (hints 4-8) fit.
+    for occupancy in (None, 1):
+        for latency in (4, 6, 8):
+            cand = dataclasses.replace(sp, occupancy=occupancy, latency=latency)
+            if cand != sp:
+                out.append(one(f"walk occ{occupancy} lat{latency}", "serial-state", "state_pass", cand))
     # chunk_out's latency hint on its chunk-state loads (2 up to dstate 128, the compiler's choice above), which sets
     # how deep that load pipeline goes. (Hints on its g and dt loads moved chunk_out by at most 1.4%, no hint ahead of
     # another: reports/published/0.1.0+20261203T223202Z-fdd9948.)
