@@ -302,7 +302,8 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
                                f"glat{scalar_latency}", "cumsum-in-kernels", stage, cand))
     # The serial walk without its occupancy hint of 2 (or with 1), where its grid has at most one program an SM anyway
     # (128 programs from dstate 128 to 256 at the benchmark's point): the compiler may then give a program more
-    # registers and shared memory, so deeper load pipelines (hints 4-8) fit.
+    # registers and shared memory, so deeper load pipelines (hints 4-8) fit. Occupancy 1 is the chooser's for the
+    # swapped walk's such grids since 524eb93 (reports/published/0.1.0+20261204T011920Z-ee381ad).
     for occupancy in (None, 1):
         for latency in (4, 6, 8):
             cand = dataclasses.replace(sp, occupancy=occupancy, latency=latency)
