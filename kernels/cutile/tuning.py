@@ -346,8 +346,9 @@ def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: 
         # A grid of at most one program an SM (dstate 256 at batch 4 and 8 heads: 128 programs) drops the occupancy
         # hint of 2 for 1, which leaves a program every register and all the shared memory: the state pass at 16384
         # tokens and dstate 256 took 96.6 against 102.7 us, 50.1 against 53.3 at 8192 and 27.7 against 28.6 at 4096
-        # (load hints 6 and 8, or no occupancy hint, within 0.5% of it); at dstate 128 the weigh_x walk gained nothing from it
-        # (explore_cutile, 2026-12-04, reports/published/0.1.0+20261204T011920Z-ee381ad).
+        # (load hints 6 and 8, or no occupancy hint, within 0.5% of it); the unswapped walk gained nothing from it, at
+        # dstate 128 and 4K-16K tokens nor at dstate 64 and 128 and 1K-2K (explore_cutile, 2026-12-04,
+        # reports/published/0.1.0+20261204T011920Z-ee381ad and 0.1.0+20261204T020250Z-3548386).
         occupancy = 1 if _walk_programs(dims, block_p, min(block_n, 64)) <= target // 2 else 2
         return StatePassConfig(block_p=block_p, block_n=min(block_n, 64), latency=4, occupancy=occupancy, swap_ab=True,
                                unroll=2, scalar_latency=_SWAPPED_SCALAR_LATENCY if pre_weights else _SCALAR_LATENCY,
