@@ -27,6 +27,11 @@ def exp2(x):
     return ct.exp2(x, flush_to_zero=True)
 
 
+def latency_hint(hint):
+    """A load's latency hint from a configuration's integer, in a kernel: 0 leaves the choice to the compiler (None)."""
+    return ct.static_eval(hint if hint > 0 else None)
+
+
 def exp2_decay(x):
     """exp2(min(x, 0)): a decay whose exponent is <= 0 in exact arithmetic (a difference of in-chunk cumsums),
     clamped so that the cumsum's rounding, an ulp of |g| and huge when |g| is, can never make it grow."""

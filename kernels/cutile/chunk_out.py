@@ -14,7 +14,7 @@ import cuda.tile as ct
 import torch
 
 from kernels.alloc import empty
-from kernels.cutile._launch import Launch, exp2, exp2_decay, plan_launch
+from kernels.cutile._launch import Launch, exp2, exp2_decay, latency_hint, plan_launch
 from kernels.cutile.segment_state import SegmentCompletion
 from kernels.cutile.tuning import ChunkOutConfig
 
@@ -257,7 +257,7 @@ def _chunk_out_kernel(
         acc = _entry_share(C, seg_entry, chunk_decay, acc, b, head0, group, row_block, chunk, chunk // SEG_CHUNKS,
                            p_tile, ntiles, BLOCK_M, BLOCK_P, BLOCK_N, LATENCY, STATE_MMA_DTYPE)
     cb = ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32)
-    state_latency = ct.static_eval(STATE_LATENCY if STATE_LATENCY > 0 else None)
+    state_latency = latency_hint(STATE_LATENCY)
     for n in range(ntiles):
         Cm = ct.load(C, (b, row_block, group, n), shape=(1, BLOCK_M, 1, BLOCK_N),
                      padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((BLOCK_M, BLOCK_N))

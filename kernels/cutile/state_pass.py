@@ -22,6 +22,7 @@ from kernels.cutile._launch import (
     exp2,
     exp2_decay,
     int32_parts,
+    latency_hint,
     plan_launch,
 )
 from kernels.cutile.tuning import StatePassConfig
@@ -69,8 +70,7 @@ def _chunk_loads(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile, CHUNK, BLO
     Bc = ct.load(B, (b, chunk, group, n_tile), shape=(1, CHUNK, 1, BLOCK_N),
                  padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((CHUNK, BLOCK_N))
     # The per-token g and dt rows: a latency hint of their own (0: the compiler's choice).
-    scalar_latency = ct.static_eval(SCALAR_LATENCY if SCALAR_LATENCY > 0 else None)
-    gc, dtc = chunk_scalars(g, dtT, b, head, chunk, CHUNK, RAW_DT, scalar_latency)
+    gc, dtc = chunk_scalars(g, dtT, b, head, chunk, CHUNK, RAW_DT, latency_hint(SCALAR_LATENCY))
     return X, Bc, gc, dtc
 
 

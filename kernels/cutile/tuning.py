@@ -334,10 +334,10 @@ def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: 
     target = TARGET_PROGRAMS.get(arch, TARGET_PROGRAMS["sm_90"])[0]
     if _swapped_walk(dtype, dims):
         # Swapped (hᵀ = (w B)ᵀ X: the operand built in registers first), the dstate tile is the matmul's M: 64 wide
-        # for HGMMA, two programs an SM, two chunks' tiles loaded ahead of their steps. On the H200 the state pass
-        # took 201 us against 241 (128-wide tiles, one program an SM, one chunk at a time) at (16384 tokens,
-        # dstate 512), 14.0 against 25.7 at (1024, 256) and 17.1 against 21.8 at (1024, 512); 128-wide tiles
-        # unrolled spill and took 354 us at (16384, 512) (explore_cutile, 2026-12-01,
+        # for HGMMA, two programs an SM (one where the grid has no more; below), two chunks' tiles loaded ahead of
+        # their steps. On the H200 the state pass took 201 us against 241 (128-wide tiles, one program an SM, one
+        # chunk at a time) at (16384 tokens, dstate 512), 14.0 against 25.7 at (1024, 256) and 17.1 against 21.8 at
+        # (1024, 512); 128-wide tiles unrolled spill and took 354 us at (16384, 512) (explore_cutile, 2026-12-01,
         # reports/published/0.1.0+20261201T191901Z-f273e44/explore-1-* and explore-2-*).
         # The per-token weights come from the cumsum (pre_weights: no exp2 in the walk), the g and dt loads hinted
         # deeper (10): at 16384 tokens the state pass took 143.3 against 175.5 us at dstate 512 and 103.7 against
