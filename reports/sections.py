@@ -291,6 +291,10 @@ def _notes(run: Run) -> list[str]:
                      f"{f', {len(failed)} failed there' if failed else ''}; {phase.get('what')}.")
     else:
         notes.append("Compile time is the first call of the timed process (compilation and autotune).")
+    timing = bench.get("timing")
+    notes.append(f"Timing: {timing.get('mode')}: {timing.get('what')}." if isinstance(timing, dict) else
+                 "Timing: at each point one implementation after another, each run's reps together (the run "
+                 "predates interleaved timing).")
     triton = bench.get("triton_tuning")
     if isinstance(triton, dict):
         notes.append(f"Triton's autotune in this run: {triton.get('mode')}: {triton.get('what')}.")

@@ -349,7 +349,7 @@ def check_results(payload: object, path: Path | str, suite: str | None = None) -
     notes = data.get("notes")
     if notes is not None and not (isinstance(notes, list) and all(isinstance(n, str) for n in notes)):
         raise check.fail("notes", "a list of strings", notes)
-    for key in ("compile_phase", "triton_tuning", "published_ratios", "ceilings"):
+    for key in ("compile_phase", "triton_tuning", "published_ratios", "ceilings", "timing"):
         if data.get(key) is not None:
             check.mapping(key, data[key])
     phase = data.get("compile_phase") or {}

@@ -89,6 +89,29 @@ def test_per_kernel_times_of_ours_are_named_by_launch_order_not_by_cupti(monkeyp
         timing.per_kernel_us(lambda: None, reps=2, device=None, launches=plan)
 
 
+def test_interleaved_times_go_to_the_function_each_call_belongs_to(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two rounds of (ours, a peer): the calls alternate, so every other call between flushes is the same function's.
+    ours = [("_chunk_cumsum_kernel_Kt1", 3.0), ("_state_pass_kernel_Kt1", 10.0), ("_chunk_out_kernel_Kt1", 20.0)]
+    peer = [("_chunk_scan_fwd_kernel", 40.0), ("_state_passing_fwd_kernel", 5.0)]
+    ours2 = [(name, us + 2.0) for name, us in ours]
+    monkeypatch.setattr(timing, "_gpu_events", lambda fns, reps, device: _events(ours, peer, ours2, peer))
+    plan = ["_chunk_cumsum_kernel", "_state_pass_kernel", "_chunk_out_kernel"]
+    mine, theirs = timing.interleaved_kernel_us([lambda: None, lambda: None], reps=2, device=None,
+                                                launches=[plan, None])
+    assert mine.kernel_us.samples == [33.0, 39.0] and theirs.kernel_us.samples == [45.0, 45.0]
+    assert mine.per_kernel_us == {"_chunk_cumsum_kernel": 4.0, "_chunk_out_kernel": 21.0, "_state_pass_kernel": 11.0}
+    assert theirs.per_kernel_us == {"_chunk_scan_fwd_kernel": 40.0, "_state_passing_fwd_kernel": 5.0}
+    # A call count that is not rounds x functions, or a call that launched nothing, is an error, never a number.
+    monkeypatch.setattr(timing, "_gpu_events", lambda fns, reps, device: _events(ours, peer, ours2))
+    with pytest.raises(RuntimeError, match=r"CUPTI saw 3 calls between flushes; expected 2 rounds of 2 \(4\)"):
+        timing.interleaved_kernel_us([lambda: None, lambda: None], reps=2, device=None)
+    monkeypatch.setattr(timing, "_gpu_events", lambda fns, reps, device: _events(ours, [], ours2, peer))
+    with pytest.raises(RuntimeError, match="a call measured zero GPU time"):
+        timing.interleaved_kernel_us([lambda: None, lambda: None], reps=2, device=None)
+    with pytest.raises(ValueError, match="1 launch plans for 2 functions"):
+        timing.interleaved_kernel_us([lambda: None, lambda: None], reps=2, device=None, launches=[plan])
+
+
 def test_compile_phase_starts_with_the_shortest_points_and_leaves_out_what_cannot_run() -> None:
     specs = [ProblemSpec(**{**HEADLINE, "seqlen": s, "dstate": d}, regime="typical", seed=0)
              for s in (4096, 1024) for d in (128, 64)]

@@ -104,6 +104,7 @@ def _suites(gpu: str = "synthetic-test-gpu", scale: float = 1.0) -> dict[str, di
     benchmark = {"cases": _bench_cases(scale),
                  "tilegym_tuning": {"mode": "cached", "what": "stored choices <synthetic>"},
                  "triton_tuning": {"mode": "headline", "what": "tuned at <synthetic>"},
+                 "timing": {"mode": "interleaved", "what": "rounds of every run <synthetic>"},
                  "compile_phase": {"jobs": 8, "wall_s": 41.2, "first_calls": 11, "of": 12,
                                    "failed": {"bench-tilegym-x": "OverflowError: synthetic"}, "what": "<synthetic>"},
                  "published_ratios": {"gpu": "B300 (synthetic)", "source": "synthetic values chosen by the test",
@@ -304,6 +305,15 @@ def test_no_published_column_without_published_points(tmp_path: Path) -> None:
 def test_compile_phase_is_summed_up(run_dir: Path, tmp_path: Path) -> None:
     times = _section(_render(run_dir, tmp_path / "out"), "times")
     assert "Compile phase: 11 of 12 first calls in 8 processes, 41 s, 1 failed there; &lt;synthetic&gt;." in times
+
+
+def test_how_the_times_were_taken_is_said(run_dir: Path, tmp_path: Path) -> None:
+    times = _section(_render(run_dir, tmp_path / "out"), "times")
+    assert "Timing: interleaved: rounds of every run &lt;synthetic&gt;." in times
+    suites = _suites()
+    del suites["benchmark"]["timing"]  # a run from before interleaved timing says so
+    older = _section(_render(_write_run(tmp_path / "older", suites), tmp_path / "older-out"), "times")
+    assert "Timing: at each point one implementation after another" in older
 
 
 def test_where_our_time_goes_kernel_by_kernel(run_dir: Path, tmp_path: Path) -> None:

@@ -5,10 +5,12 @@
 
 For each point (batch 4, 8 heads, headdim 64, 1 group, chunk 128, bf16 inputs, fp32 state, typical
 regime, seed 0): the float64 chunked reference once; then per implementation its first call (compile
-and autotune, timed apart), the correctness gate on those exact inputs against float64 with the
-tolerance table (a red gate records the failure and no time), a warm-up, CUPTI kernel time with an
-L2 flush before every rep, and CUDA-event wall time. The device's copy bandwidth and bf16 matmul rate
-are measured in the same run, so every time is also a fraction of the analytic floor.
+and autotune, timed apart) and the correctness gate on those exact inputs against float64 with the
+tolerance table (a red gate records the failure and no time); then, for every implementation through the
+gate together, a warm-up and CUPTI kernel time in rounds that call each in turn, an L2 flush before every
+call (so that all of them meet the same GPU clock), and CUDA-event wall time. The device's copy
+bandwidth and bf16 matmul rate are measured in the same run, so every time is also a fraction of the
+analytic floor.
 
 First a compile phase (validation/bench/precompile.py, ``--compile-jobs``): parallel processes make every
 case's first call, so that the kernels are compiled once, in parallel, before the serial timed loop.
@@ -22,6 +24,8 @@ import json
 import signal
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
@@ -35,7 +39,7 @@ from validation.bench.flops import cost, floor_us
 from validation.bench.published import PUBLISHED_B300
 from validation.bench.pytest_benchmark_json import convert
 from validation.bench.sweep import DSTATES, HEADLINE, POINT, SEQLENS
-from validation.bench.timing import cupti_kernel_us, first_call_s, per_kernel_us, wall_us
+from validation.bench.timing import cupti_kernel_us, first_call_s, interleaved_kernel_us, wall_us
 from validation.bench.triton_tuning import autotune_choices, forget_autotune_choices
 from validation.gpu import HAS_CUDA, NO_CUDA_REASON, judge, processes_at_once
 from validation.provenance import ROOT
@@ -56,6 +60,11 @@ TRITON_TUNING = {
                 "tokens) tunes it there, and every length runs that choice, as in a model",
     "per-point": "the autotune choices are forgotten before every point, so Triton tunes at each point's own shape "
                  "(the most favourable to Triton; about 5 s of tuning per point, in its compile_s)"}
+TIMING = {"mode": "interleaved",
+          "what": "at each point every run through the gate (ours, the peers, the variants of ours) is timed in the "
+                  "same rounds, one call of each in turn with an L2 flush before every call, so that all of them "
+                  "meet the same GPU clock and a ratio does not depend on which ran first; clocks are sampled over "
+                  "those rounds, once per point"}
 COMPILE_PHASE = ("before timing, parallel processes made every case's first call, filling the kernels' disk caches; "
                  "compile_s is then the timed process's first call (loading kernels, Triton's autotune) and "
                  "precompile_s the compile phase's, taken while other processes compiled too")
@@ -102,11 +111,13 @@ def measure_ceilings(device: torch.device) -> dict[str, float]:
     return {"copy_bandwidth_gbs": 2 * n / (copy_ms * 1e6), "bf16_matmul_tflops": 2 * 8192**3 / (mm_ms * 1e9)}
 
 
-def _warm(fn, seconds: float) -> None:
+def _warm(fns, seconds: float) -> None:
+    """Call ``fns`` in turn for ``seconds`` per function, as the timed rounds will."""
     torch.cuda.synchronize()
-    end = time.perf_counter() + seconds
+    end = time.perf_counter() + seconds * len(fns)
     while time.perf_counter() < end:
-        fn()
+        for fn in fns:
+            fn()
     torch.cuda.synchronize()
 
 
@@ -147,6 +158,18 @@ def _launches(spec: ProblemSpec, impl: str, variant: str | None, args: tuple) ->
     return launch_names(*args, chunk_size=spec.chunk_size, arch=f"sm_{major}{minor}", variant=variant or "default")
 
 
+@dataclass(frozen=True)
+class _Timed:
+    """A run of a point that passed the gate: where its case goes, and what times it."""
+
+    index: int
+    impl: str
+    variant: str | None
+    call: Callable[[], None]
+    measured: dict[str, object]
+    launches: list[str] | None
+
+
 def bench_point(spec: ProblemSpec, impls: list[str], ceilings: dict[str, float], reps: int,
                 triton_tuning: str = "headline", cutile_variants: tuple[str, ...] = ()) -> list[CaseRecord]:
     device = torch.device("cuda")
@@ -159,7 +182,8 @@ def bench_point(spec: ProblemSpec, impls: list[str], ceilings: dict[str, float],
                                    tflops=ceilings["bf16_matmul_tflops"]),
               "floor_with_states_us": floor_us(c, bandwidth_gbs=ceilings["copy_bandwidth_gbs"],
                                                tflops=ceilings["bf16_matmul_tflops"], with_chunk_states=True)}
-    records = []
+    records: list[CaseRecord | None] = []
+    timed: list[_Timed] = []  # the runs through the gate, timed together below
     runs = [(name, None) for name in impls] + [("cutile", v) for v in cutile_variants]
     for name, variant in runs:
         impl = IMPLS[name]
@@ -204,22 +228,29 @@ def bench_point(spec: ProblemSpec, impls: list[str], ceilings: dict[str, float],
                                  **measured))
             continue
         out.clear()
+        timed.append(_Timed(len(records), name, variant, call, measured, _launches(spec, name, variant, args)))
+        records.append(None)
+    if timed:
         # The first call above ran the input check (A <= 0, dt >= 0) like any call; the timed calls, on these
         # same tensors, skip it (its time is input_check_us, measured once per point), so that kernel time is
-        # the implementation's own.
+        # the implementation's own. Every run through the gate is timed in the same rounds (ours, the peers, the
+        # variants, each call in turn), so that a clock held down by the power cap meanwhile weighs on all alike.
+        calls = [t.call for t in timed]
         with domain_checked(inputs.dt, inputs.A, who="benchmark"):
-            _warm(call, WARMUP_S)
+            _warm(calls, WARMUP_S)
             with ClockSampler(torch.cuda.current_device()) as clocks:  # what the GPU's clock did meanwhile
-                kernel = cupti_kernel_us(call, reps=reps, device=device)
-            wall = wall_us(call, reps=reps, device=device)
-            per_kernel = per_kernel_us(call, reps=reps, device=device, launches=_launches(spec, name, variant, args))
-        measured.update(kernel_us=kernel.as_dict(), wall_us=wall.as_dict(), per_kernel_us=per_kernel,
-                        gpu_clocks=clocks.record(),
-                        floor_fraction=floors["floor_us"] / kernel.median, input_check_us=check_us)
-        if "floor_design_us" in measured:
-            measured["floor_design_fraction"] = measured["floor_design_us"] / kernel.median
-        records.append(_case(spec, name, variant, "pass", **measured))
-    return records
+                times = interleaved_kernel_us(calls, reps=reps, device=device, launches=[t.launches for t in timed])
+            walls = [wall_us(call, reps=reps, device=device) for call in calls]
+        clock = clocks.record()
+        for t, kt, wall in zip(timed, times, walls, strict=True):
+            kernel = kt.kernel_us
+            t.measured.update(kernel_us=kernel.as_dict(), wall_us=wall.as_dict(), per_kernel_us=kt.per_kernel_us,
+                              gpu_clocks=clock, floor_fraction=floors["floor_us"] / kernel.median,
+                              input_check_us=check_us)
+            if "floor_design_us" in t.measured:
+                t.measured["floor_design_fraction"] = t.measured["floor_design_us"] / kernel.median
+            records[t.index] = _case(spec, t.impl, t.variant, "pass", **t.measured)
+    return [r for r in records if r is not None]
 
 
 def _shown(record: CaseRecord) -> str:
@@ -288,7 +319,8 @@ def main(argv: list[str] | None = None) -> int:
     except RunDirError as err:
         print(f"benchmark: {err}", file=sys.stderr)
         return 2
-    extra = {"published_ratios": PUBLISHED_B300, "headline": dict(zip(("seqlen", "dstate"), HEADLINE, strict=True)),
+    extra = {"published_ratios": PUBLISHED_B300, "timing": TIMING,
+             "headline": dict(zip(("seqlen", "dstate"), HEADLINE, strict=True)),
              "triton_tuning": {"mode": args.triton_tuning, "what": TRITON_TUNING[args.triton_tuning]},
              "tilegym_tuning": {"mode": args.tilegym_tuning, "what": TUNING_MODES[args.tilegym_tuning],
                                 "store": str(tilegym_tuning.user_store_path()),

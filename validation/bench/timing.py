@@ -3,7 +3,9 @@
 Kernel time of one rep is the sum of the durations of every GPU activity the call launched (kernels,
 memsets, device copies). Reps are told apart by the flush between them: a ``bitwise_not_`` over a
 buffer larger than L2, which no SSD forward launches. The flush and the synchronisation happen
-outside the measured region. A rep with zero measured GPU time is an error, never a number.
+outside the measured region. A rep with zero measured GPU time is an error, never a number. Several functions
+are timed interleaved (``interleaved_kernel_us``): rounds that call each in turn, so that all of them meet the
+same GPU clock.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["Samples", "cupti_kernel_us", "first_call_s", "per_kernel_us", "wall_us"]
+__all__ = ["KernelTimes", "Samples", "cupti_kernel_us", "first_call_s", "interleaved_kernel_us", "per_kernel_us",
+           "wall_us"]
 
 _FLUSH_MARK = "bitwise_not"
 _FLUSH_BYTES = 512 * 2**20  # larger than any current GPU's L2 (H200: 60 MB, B300: 126 MB)
@@ -48,41 +51,84 @@ def _flush_buffer(device: torch.device) -> torch.Tensor:
     return torch.empty(_FLUSH_BYTES // 4, dtype=torch.int32, device=device)
 
 
-def _gpu_events(fn: Callable[[], object], *, reps: int, device: torch.device) -> list:
-    """The GPU activities of ``reps`` calls of ``fn`` under torch.profiler, an L2 flush before each and one after
-    the last, in the order they started."""
+def _gpu_events(fns: Sequence[Callable[[], object]], *, reps: int, device: torch.device) -> list:
+    """The GPU activities of ``reps`` rounds that call every one of ``fns`` in turn under torch.profiler, an L2
+    flush before each call and one after the last, in the order they started."""
     from torch.profiler import ProfilerActivity, profile
 
     flush = _flush_buffer(device)
     torch.cuda.synchronize(device)
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(reps):
-            flush.bitwise_not_()
-            torch.cuda.synchronize(device)
-            fn()
+            for fn in fns:
+                flush.bitwise_not_()
+                torch.cuda.synchronize(device)
+                fn()
         flush.bitwise_not_()
         torch.cuda.synchronize(device)
     return sorted((e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA),
                   key=lambda e: e.time_range.start)
 
 
+def _calls(fns: Sequence[Callable[[], object]], *, reps: int, device: torch.device
+           ) -> list[list[list[tuple[str, float]]]]:
+    """``[i][r]``: the (name, µs) of every GPU activity of the r-th call of ``fns[i]``, told apart by the flushes
+    (``_gpu_events``). A call that CUPTI saw launch nothing is an error, never a zero."""
+    calls: list[list[tuple[str, float]]] = []
+    for event in _gpu_events(fns, reps=reps, device=device):
+        if _FLUSH_MARK in event.name:
+            calls.append([])
+        elif calls:
+            calls[-1].append((event.name.split("_Kt")[0][:80], event.time_range.end - event.time_range.start))
+    if len(calls) != reps * len(fns) + 1 or calls[-1]:
+        raise RuntimeError(f"CUPTI saw {len(calls) - 1} calls between flushes; expected {reps} rounds of "
+                           f"{len(fns)} ({reps * len(fns)})")
+    if any(not call for call in calls[:-1]):
+        raise RuntimeError("a call measured zero GPU time: it launched nothing CUPTI saw")
+    return [calls[i:-1:len(fns)] for i in range(len(fns))]
+
+
+def _per_kernel(calls: list[list[tuple[str, float]]], launches: Sequence[str] | None) -> dict[str, float]:
+    """The median µs of each kernel over ``calls`` (one function's), named by ``launches``' positions if given."""
+    totals: list[dict[str, float]] = []
+    for call in calls:
+        if launches is not None and len(call) != len(launches):
+            raise RuntimeError(f"per_kernel_us: a call launched {len(call)} GPU activities "
+                               f"({[name for name, _ in call]}); its launch plan has {len(launches)} "
+                               f"({list(launches)})")
+        names = list(launches) if launches is not None else [name for name, _ in call]
+        total: dict[str, float] = {}
+        for name, (_, us) in zip(names, call, strict=True):
+            total[name] = total.get(name, 0.0) + us
+        totals.append(total)
+    names = sorted({n for t in totals for n in t})
+    return {n: statistics.median(t.get(n, 0.0) for t in totals) for n in names}
+
+
+@dataclass(frozen=True)
+class KernelTimes:
+    """One function's CUPTI times: its forward's per call, and each kernel's median (the breakdown)."""
+
+    kernel_us: Samples
+    per_kernel_us: dict[str, float]
+
+
+def interleaved_kernel_us(fns: Sequence[Callable[[], object]], *, reps: int, device: torch.device,
+                          launches: Sequence[Sequence[str] | None] | None = None) -> list[KernelTimes]:
+    """CUPTI kernel time of every one of ``fns``, called in turn ``reps`` rounds (A B C A B C ...), an L2 flush
+    before every call: each function's reps are spread over the same seconds as the others', so a GPU clock that
+    drifts (a power cap setting in, say) weighs on all of them alike, and their ratios do not depend on which ran
+    first. ``launches[i]``: the kernels one call of ``fns[i]`` launches, in order (see ``per_kernel_us``), or None."""
+    launches = launches if launches is not None else [None] * len(fns)
+    if len(launches) != len(fns):
+        raise ValueError(f"interleaved_kernel_us: {len(launches)} launch plans for {len(fns)} functions")
+    return [KernelTimes(Samples([sum(us for _, us in call) for call in calls]), _per_kernel(calls, plan))
+            for calls, plan in zip(_calls(fns, reps=reps, device=device), launches, strict=True)]
+
+
 def cupti_kernel_us(fn: Callable[[], object], *, reps: int, device: torch.device) -> Samples:
     """Run ``fn`` ``reps`` times under torch.profiler, flushing L2 before each; per-rep GPU time in µs."""
-    gpu = _gpu_events(fn, reps=reps, device=device)
-    per_rep: list[float] = []
-    current: float | None = None
-    for event in gpu:
-        if _FLUSH_MARK in event.name:
-            if current is not None:
-                per_rep.append(current)
-            current = 0.0
-        elif current is not None:
-            current += event.time_range.end - event.time_range.start
-    if len(per_rep) != reps:
-        raise RuntimeError(f"CUPTI saw {len(per_rep)} reps between flushes; expected {reps}")
-    if any(t <= 0 for t in per_rep):
-        raise RuntimeError(f"a rep measured zero GPU time ({per_rep}): the call launched nothing CUPTI saw")
-    return Samples(per_rep)
+    return interleaved_kernel_us([fn], reps=reps, device=device)[0].kernel_us
 
 
 def per_kernel_us(fn: Callable[[], object], *, reps: int, device: torch.device,
@@ -96,26 +142,7 @@ def per_kernel_us(fn: Callable[[], object], *, reps: int, device: torch.device,
     TileGym kernel run earlier in the same process. Without ``launches``: CUPTI's names, cut at cuTile's
     mangling suffix.
     """
-    reps_seen: list[list[tuple[str, float]]] = []
-    for event in _gpu_events(fn, reps=reps, device=device):
-        if _FLUSH_MARK in event.name:
-            reps_seen.append([])
-            continue
-        reps_seen[-1].append((event.name.split("_Kt")[0][:80], event.time_range.end - event.time_range.start))
-    reps_seen = [r for r in reps_seen if r]
-    totals: list[dict[str, float]] = []
-    for rep in reps_seen:
-        if launches is not None and len(rep) != len(launches):
-            raise RuntimeError(f"per_kernel_us: a call launched {len(rep)} GPU activities "
-                               f"({[name for name, _ in rep]}); its launch plan has {len(launches)} "
-                               f"({list(launches)})")
-        names = list(launches) if launches is not None else [name for name, _ in rep]
-        total: dict[str, float] = {}
-        for name, (_, us) in zip(names, rep, strict=True):
-            total[name] = total.get(name, 0.0) + us
-        totals.append(total)
-    names = sorted({n for r in totals for n in r})
-    return {n: statistics.median(r.get(n, 0.0) for r in totals) for n in names}
+    return interleaved_kernel_us([fn], reps=reps, device=device, launches=[launches])[0].per_kernel_us
 
 
 def wall_us(fn: Callable[[], object], *, reps: int, device: torch.device) -> Samples:
