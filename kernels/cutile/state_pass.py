@@ -201,7 +201,7 @@ def _state_pass_kernel(
     transposed, hᵀ = (w B)ᵀ X, so that the operand computed in registers takes the matmul's first slot (the
     post's swap). STATES_T: ``states`` holds each chunk state transposed, (dstate, headdim), the layout the
     swapped walk carries, so that its per-chunk store is a plain tile store (chunk_out reads either layout).
-    UNROLL (1 or 2, dividing SEG_CHUNKS): chunks whose tiles are loaded together, ahead of their steps.
+    UNROLL (1, 2 or 4, dividing SEG_CHUNKS): chunks whose tiles are loaded together, ahead of their steps.
     PRE_WEIGHTS: ``dtT`` holds chunk_cumsum's per-token weights exp2(g_last - g) * dt instead of dt. WEIGH_X: the
     weight goes on x's rows instead of B's. PACKED_WEIGHTS: for bf16 inputs the weighted operand is multiplied in bf16,
     the weight rounded to it. PREFIX: the serial walk in segments (the variant two-segment-walk): each segment starts
@@ -257,20 +257,21 @@ def _state_pass_kernel(
             h, decay = _step(states, chunk_decay, h, decay, X, Bw, g_last, b, head, chunk, t0, t1,
                              SHAPE5, STATES_ORDER, STORE_STATES, STORE_DECAY, SWAP_AB, MMA_DTYPE)
         else:
-            X0, Bw0, g_last0 = _chunk_tiles(x, B, g, dtT, g_out, dt_out, b, chunk, nchunks, head, group, p_tile,
-                                            n_tile, CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY,
-                                            PRE_WEIGHTS, WEIGH_X, PACKED_WEIGHTS, RAW_DT)
-            X1, Bw1, g_last1 = _chunk_tiles(x, B, g, dtT, g_out, dt_out, b, chunk + 1, nchunks, head, group, p_tile,
-                                            n_tile, CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY,
-                                            PRE_WEIGHTS, WEIGH_X, PACKED_WEIGHTS, RAW_DT)
+            tiles = ()
+            for u in ct.static_iter(range(UNROLL)):
+                tiles += (_chunk_tiles(x, B, g, dtT, g_out, dt_out, b, chunk + u, nchunks, head, group, p_tile, n_tile,
+                                       CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY, PRE_WEIGHTS,
+                                       WEIGH_X, PACKED_WEIGHTS, RAW_DT),)
+            X0, Bw0, g_last0 = tiles[0]
             h, decay = _step(states, chunk_decay, h, decay, X0, Bw0, g_last0, b, head, chunk, t0, t1,
                              SHAPE5, STATES_ORDER, STORE_STATES, STORE_DECAY, SWAP_AB, MMA_DTYPE)
-            if chunk + 1 < nchunks:
-                _store_entry(states, chunk_decay, h, decay, b, head, chunk + 1, t0, t1, SHAPE5, STATES_ORDER,
-                             STORE_STATES, STORE_DECAY)
-            h, decay = _step(states, chunk_decay, h, decay, X1, Bw1, g_last1, b, head, chunk + 1, t0, t1,
-                             SHAPE5, STATES_ORDER, False, False, SWAP_AB, MMA_DTYPE)
-
+            for u in ct.static_iter(range(1, UNROLL)):
+                Xu, Bwu, g_lastu = tiles[u]
+                if chunk + u < nchunks:
+                    _store_entry(states, chunk_decay, h, decay, b, head, chunk + u, t0, t1, SHAPE5, STATES_ORDER,
+                                 STORE_STATES, STORE_DECAY)
+                h, decay = _step(states, chunk_decay, h, decay, Xu, Bwu, g_lastu, b, head, chunk + u, t0, t1,
+                                 SHAPE5, STATES_ORDER, False, False, SWAP_AB, MMA_DTYPE)
     if PREFIX:
         # One end state: the last segment's.
         if STORE_END:
@@ -291,8 +292,8 @@ def walk_args(x, B, g, dtT, *, seg_entry, states, chunk_decay, seg_end, seg_deca
     ``cumsum_out``: ``g`` and ``dtT`` are the caller's A and dt, each chunk's cumsum taken in the walk and written to
     these two buffers (chunk_cumsum's g and dtT, for chunk_out): the kernel's RAW_DT."""
     raw_dt = cumsum_out is not None
-    if unroll not in (1, 2) or seg_chunks % unroll:
-        raise ValueError(f"_state_pass_kernel: unroll={unroll}; expected 1 or 2, dividing seg_chunks={seg_chunks}")
+    if unroll not in (1, 2, 4) or seg_chunks % unroll:
+        raise ValueError(f"_state_pass_kernel: unroll={unroll}; expected 1, 2 or 4, dividing seg_chunks={seg_chunks}")
     if raw_dt and pre_weights:
         raise ValueError("_state_pass_kernel: raw_dt=True with pre_weights=True; the weights come from the cumsum "
                          "launch, which raw_dt leaves out")

@@ -166,7 +166,7 @@ class StatePassConfig:
     occupancy: int | None = None
     swap_ab: bool = False     # carry the state transposed: the register-computed operand first in the matmul
     states_t: bool = False    # lay the chunk states out transposed, (dstate, headdim), as the swapped walk carries them
-    unroll: int = 1           # chunks whose tiles are loaded together, ahead of their steps (1 or 2)
+    unroll: int = 1           # chunks whose tiles are loaded together, ahead of their steps (1, 2 or 4)
     scalar_latency: int | None = None  # latency hint of the per-token g and dt loads (None: the compiler's)
     pre_weights: bool = False  # read the per-token weights exp2(g_last - g) * dt from chunk_cumsum instead of dt
     weigh_x: bool = False     # weight x's rows per token instead of B's (B then feeds the matmul as loaded)

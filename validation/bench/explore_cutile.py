@@ -309,6 +309,13 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
             cand = dataclasses.replace(sp, occupancy=occupancy, latency=latency)
             if cand != sp:
                 out.append(one(f"walk occ{occupancy} lat{latency}", "serial-state", "state_pass", cand))
+    # Four chunks' tiles loaded ahead of their steps (unroll 4), so that the walk's chain waits on memory once per four
+    # chunks instead of two, at the chooser's load hint and around it, with its occupancy and with one program an SM
+    # (in the sm_90 export at 4K tokens the unrolled walk takes 115 KB of shared memory a program at dstate 128 and
+    # 512, where two programs an SM fit 113 KB at most).
+    for occupancy, latency in ((sp.occupancy, sp.latency), (sp.occupancy, 2), (sp.occupancy, 6), (1, sp.latency)):
+        cand = dataclasses.replace(sp, unroll=4, occupancy=occupancy, latency=latency)
+        out.append(one(f"walk unroll4 occ{occupancy} lat{latency}", "serial-state", "state_pass", cand))
     # chunk_out's latency hint on its chunk-state loads (2 up to dstate 128, the compiler's choice above), which sets
     # how deep that load pipeline goes. (Hints on its g and dt loads moved chunk_out by at most 1.4%, no hint ahead of
     # another: reports/published/0.1.0+20261203T223202Z-fdd9948.)
