@@ -312,7 +312,8 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
     # Four chunks' tiles loaded ahead of their steps (unroll 4), so that the walk's chain waits on memory once per four
     # chunks instead of two, at the chooser's load hint and around it, with its occupancy and with one program an SM
     # (in the sm_90 export at 4K tokens the unrolled walk takes 115 KB of shared memory a program at dstate 128 and
-    # 512, where two programs an SM fit 113 KB at most).
+    # 512, where two programs an SM fit 113 KB at most). On the H200 each was slower at 4K-16K tokens x dstate 128 and
+    # 512 (reports/published/0.1.0+20261204T040930Z-6448431).
     for occupancy, latency in ((sp.occupancy, sp.latency), (sp.occupancy, 2), (sp.occupancy, 6), (1, sp.latency)):
         cand = dataclasses.replace(sp, unroll=4, occupancy=occupancy, latency=latency)
         out.append(one(f"walk unroll4 occ{occupancy} lat{latency}", "serial-state", "state_pass", cand))
