@@ -112,6 +112,78 @@ def test_interleaved_times_go_to_the_function_each_call_belongs_to(monkeypatch: 
         timing.interleaved_kernel_us([lambda: None, lambda: None], reps=2, device=None, launches=[plan])
 
 
+def test_a_point_times_every_run_through_the_gate_together_and_keeps_the_runs_order(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench_point on the CPU with stand-ins for the GPU's pieces: ours and Triton pass the gate and are timed in one
+    interleaved_kernel_us call, TileGym (between them) fails it and is not timed; the cases come back in the runs'
+    order, each with its own times and the point's one clock record."""
+    from contextlib import nullcontext
+    from types import SimpleNamespace
+
+    import torch
+
+    from reference import ssd_chunked
+    from validation.bench import run
+    from validation.bench.sweep import POINT
+    from validation.bench.timing import KernelTimes
+
+    spec = ProblemSpec(**{**POINT, "seqlen": 64, "dstate": 16})
+    make_inputs = ProblemSpec.make_inputs
+    monkeypatch.setattr(ProblemSpec, "make_inputs", lambda self, device="cpu": make_inputs(self, "cpu"))
+
+    def forward(right: bool):
+        def fn(x, dt, A, B, C, D=None, initial_state=None, *, chunk_size):
+            y, state = ssd_chunked(x, dt, A, B, C, D, initial_state, chunk_size=32)
+            return (y, state) if right else (torch.zeros_like(y), state)
+        return fn
+
+    impls = {name: SimpleNamespace(matmul={"bf16": "bf16"}, unsupported_reason=lambda spec: None,
+                                   load=lambda right=(name != "tilegym"): forward(right))
+             for name in ("cutile", "tilegym", "triton")}
+    monkeypatch.setattr(run, "IMPLS", impls)
+    seen: dict[str, object] = {}
+    clock = {"samples": 4, "sm_mhz_min": 1980, "sm_mhz_median": 1980.0, "sm_mhz_max": 1980,
+             "sm_mhz_max_supported": 1980, "power_w_max": 300.0, "reasons": []}
+
+    def interleaved(calls, *, reps, device, launches):
+        seen.update(calls=len(calls), launches=launches)
+        return [KernelTimes(Samples([10.0 * (i + 1)] * reps), {"k": 10.0 * (i + 1)}) for i in range(len(calls))]
+
+    class Clocks:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def record(self):
+            return clock
+
+    monkeypatch.setattr(run, "interleaved_kernel_us", interleaved)
+    monkeypatch.setattr(run, "cupti_kernel_us", lambda fn, reps, device: Samples([1.0]))
+    monkeypatch.setattr(run, "wall_us", lambda fn, reps, device: Samples([50.0]))
+    monkeypatch.setattr(run, "first_call_s", lambda fn, device: fn() or 0.5)
+    monkeypatch.setattr(run, "_warm", lambda fns, seconds: None)
+    monkeypatch.setattr(run, "ClockSampler", lambda index: Clocks())
+    monkeypatch.setattr(run, "domain_checked", lambda *a, **k: nullcontext())
+    monkeypatch.setattr(run.torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(run, "_design_floor", lambda *a: {})
+    monkeypatch.setattr(run, "_launches", lambda spec, name, variant, args: [name] if name == "cutile" else None)
+    monkeypatch.setattr(run, "autotune_choices", lambda: 0)
+    monkeypatch.setattr(run, "tilegym_tuning", SimpleNamespace(decisions=lambda problem: None,
+                                                               problem_of=lambda *a: None))
+
+    records = run.bench_point(spec, ["cutile", "tilegym", "triton"], {"copy_bandwidth_gbs": 4000.0,
+                                                                      "bf16_matmul_tflops": 800.0}, reps=3)
+    assert [(r.impl, r.status) for r in records] == [("cutile", "pass"), ("tilegym", "fail"), ("triton", "pass")]
+    assert seen == {"calls": 2, "launches": [["cutile"], None]}
+    ours, theirs = records[0].measured, records[2].measured
+    assert ours["kernel_us"]["median"] == 10.0 and theirs["kernel_us"]["median"] == 20.0
+    assert ours["per_kernel_us"] == {"k": 10.0} and theirs["per_kernel_us"] == {"k": 20.0}
+    assert ours["gpu_clocks"] == theirs["gpu_clocks"] == clock
+    assert "kernel_us" not in records[1].measured
+
+
 def test_compile_phase_starts_with_the_shortest_points_and_leaves_out_what_cannot_run() -> None:
     specs = [ProblemSpec(**{**HEADLINE, "seqlen": s, "dstate": d}, regime="typical", seed=0)
              for s in (4096, 1024) for d in (128, 64)]

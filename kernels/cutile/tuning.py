@@ -350,7 +350,8 @@ def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: 
         # dstate 128 and 4K-16K tokens nor at dstate 64 and 128 and 1K-2K (explore_cutile, 2026-12-04,
         # reports/published/0.1.0+20261204T011920Z-ee381ad and 0.1.0+20261204T020250Z-3548386).
         # Four chunks a step (unroll 4) took the state pass 12-71% slower at 4K-16K tokens x dstate 512, and 23-48% at
-        # dstate 128 (explore_cutile, 2026-12-04, reports/published/0.1.0+20261204T040930Z-6448431): both keep two.
+        # dstate 128 in the weigh_x walk below (explore_cutile, 2026-12-04,
+        # reports/published/0.1.0+20261204T040930Z-6448431): both walks keep two.
         occupancy = 1 if _walk_programs(dims, block_p, min(block_n, 64)) <= target // 2 else 2
         return StatePassConfig(block_p=block_p, block_n=min(block_n, 64), latency=4, occupancy=occupancy, swap_ab=True,
                                unroll=2, scalar_latency=_SWAPPED_SCALAR_LATENCY if pre_weights else _SCALAR_LATENCY,

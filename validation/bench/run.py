@@ -111,7 +111,7 @@ def measure_ceilings(device: torch.device) -> dict[str, float]:
     return {"copy_bandwidth_gbs": 2 * n / (copy_ms * 1e6), "bf16_matmul_tflops": 2 * 8192**3 / (mm_ms * 1e9)}
 
 
-def _warm(fns, seconds: float) -> None:
+def _warm(fns: list[Callable[[], None]], seconds: float) -> None:
     """Call ``fns`` in turn for ``seconds`` per function, as the timed rounds will."""
     torch.cuda.synchronize()
     end = time.perf_counter() + seconds * len(fns)
@@ -160,9 +160,8 @@ def _launches(spec: ProblemSpec, impl: str, variant: str | None, args: tuple) ->
 
 @dataclass(frozen=True)
 class _Timed:
-    """A run of a point that passed the gate: where its case goes, and what times it."""
+    """A run of a point that passed the gate, to be timed with the point's others: what its case needs."""
 
-    index: int
     impl: str
     variant: str | None
     call: Callable[[], None]
@@ -182,8 +181,7 @@ def bench_point(spec: ProblemSpec, impls: list[str], ceilings: dict[str, float],
                                    tflops=ceilings["bf16_matmul_tflops"]),
               "floor_with_states_us": floor_us(c, bandwidth_gbs=ceilings["copy_bandwidth_gbs"],
                                                tflops=ceilings["bf16_matmul_tflops"], with_chunk_states=True)}
-    records: list[CaseRecord | None] = []
-    timed: list[_Timed] = []  # the runs through the gate, timed together below
+    records: list[CaseRecord | _Timed] = []  # in the runs' order; a _Timed becomes its case once timed below
     runs = [(name, None) for name in impls] + [("cutile", v) for v in cutile_variants]
     for name, variant in runs:
         impl = IMPLS[name]
@@ -228,8 +226,8 @@ def bench_point(spec: ProblemSpec, impls: list[str], ceilings: dict[str, float],
                                  **measured))
             continue
         out.clear()
-        timed.append(_Timed(len(records), name, variant, call, measured, _launches(spec, name, variant, args)))
-        records.append(None)
+        records.append(_Timed(name, variant, call, measured, _launches(spec, name, variant, args)))
+    timed = [r for r in records if isinstance(r, _Timed)]
     if timed:
         # The first call above ran the input check (A <= 0, dt >= 0) like any call; the timed calls, on these
         # same tensors, skip it (its time is input_check_us, measured once per point), so that kernel time is
@@ -242,6 +240,7 @@ def bench_point(spec: ProblemSpec, impls: list[str], ceilings: dict[str, float],
                 times = interleaved_kernel_us(calls, reps=reps, device=device, launches=[t.launches for t in timed])
             walls = [wall_us(call, reps=reps, device=device) for call in calls]
         clock = clocks.record()
+        cases = []  # in ``timed``'s order, which is the records'
         for t, kt, wall in zip(timed, times, walls, strict=True):
             kernel = kt.kernel_us
             t.measured.update(kernel_us=kernel.as_dict(), wall_us=wall.as_dict(), per_kernel_us=kt.per_kernel_us,
@@ -249,8 +248,10 @@ def bench_point(spec: ProblemSpec, impls: list[str], ceilings: dict[str, float],
                               input_check_us=check_us)
             if "floor_design_us" in t.measured:
                 t.measured["floor_design_fraction"] = t.measured["floor_design_us"] / kernel.median
-            records[t.index] = _case(spec, t.impl, t.variant, "pass", **t.measured)
-    return [r for r in records if r is not None]
+            cases.append(_case(spec, t.impl, t.variant, "pass", **t.measured))
+        done = iter(cases)
+        records = [next(done) if isinstance(r, _Timed) else r for r in records]
+    return records
 
 
 def _shown(record: CaseRecord) -> str:
