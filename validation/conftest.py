@@ -9,7 +9,10 @@ Before any test runs, the run directory is checked for the results files this se
 at once with that line, rather than after its last case.
 
 At the end of the session, every results file the session wrote (these and the matrices') is printed with
-its path and its status counts per implementation, uncaptured."""
+its path and its status counts per implementation, uncaptured.
+
+Under pytest-xdist (``-n``) every test of a matrix module runs on one worker (pytest_xdist_make_scheduler): a
+matrix runs all its cases once and writes its suite's one file."""
 
 from __future__ import annotations
 
@@ -52,6 +55,26 @@ def pytest_configure(config: pytest.Config) -> None:
     if not os.environ.get("SSD_RUN_DIR"):
         _scratch.append(tempfile.mkdtemp(prefix="ssd-pytest-"))
         os.environ["SSD_RUN_DIR"] = _scratch[0]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """pytest-xdist's scheduler for ``-n`` (its "load", or "worksteal"): every test of a matrix module on one worker,
+    every other test spread one by one as "load" spreads them. A matrix runs its cases once, in its module's fixture,
+    and writes its suite's one results file: spread over two workers, each ran the whole matrix and the second failed
+    on the file the first had written. ("loadgroup" with xdist_group marks would say the same, but pytest-xdist 3.8
+    does not group under pytest 9.2: pytest-dev/pytest-xdist#1386.) Other modes are left as asked; "loadfile" and
+    "loadscope" keep a module on one worker anyway."""
+    if config.getoption("dist") not in ("load", "worksteal"):
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class MatrixModulesTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return path if Path(path).name in MATRIX_SUITES else nodeid
+
+    return MatrixModulesTogether(config, log)
 
 
 def _in_run() -> bool:
@@ -156,7 +179,11 @@ def _give_every_entry_a_line(excinfo: pytest.ExceptionInfo) -> None:
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """Write each suite's file: every test that reported, and, when the session was stopped, every collected test
     that did not, as not-run with the reason."""
-    if not _in_run() or _xdist_worker():
+    if _xdist_worker():
+        # the matrices' files, which a worker writes: the controller lists them with its own (pytest_testnodedown)
+        session.config.workeroutput["ssd_results_written"] = [str(path) for path in results_module.written]
+        return
+    if not _in_run():
         return
     extra: dict[str, object] = {}
     if _stopped:
@@ -171,6 +198,13 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
                                            reason=f"interrupted: {extra['interrupted']} arrived before this test "
                                                   "ran"))
         results.write(**extra)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """pytest-xdist's controller, as a worker ends: the results files it wrote join this process's list."""
+    results_module.written.extend(Path(path) for path in getattr(node, "workeroutput", {}).get("ssd_results_written",
+                                                                                               []))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

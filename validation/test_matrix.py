@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -183,6 +184,23 @@ def test_a_pytest_selection_runs_only_its_cases_and_records_the_rest_not_selecte
     assert unselected and all(c["status"] == "not-run" and c["reason"].startswith("not selected: this session ran 1 "
                                                                                   "of the") for c in unselected)
     assert any(note.startswith("only the 1 cases a pytest selection named ran") for note in data["notes"])
+
+
+def test_pytest_xdist_runs_a_matrix_on_one_worker_once(tmp_path: Path) -> None:
+    """`pytest -n 2` on a matrix module outside a run: its selected tests all go to one worker, so the matrix runs
+    once and writes its suite's one results file (two workers each ran it and the second failed on the first's file),
+    and the session lists that file at its end."""
+    short = [tag for tag, spec in matrix.correctness_cases() if spec.seqlen <= 129]  # quick on a CPU
+    env = {key: value for key, value in os.environ.items() if key != "SSD_RUN_DIR"}
+    env["TMPDIR"] = str(tmp_path)  # where the session's temporary run directory goes
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "2",
+                           "validation/test_correctness.py", "-k", " or ".join(short)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert len(short) >= 4 and re.search(rf"\b{len(short)} (passed|skipped)", done.stdout), done.stdout[-2000:]
+    files = list(tmp_path.glob("ssd-pytest-*/raw/correctness.json"))
+    assert len(files) == 1, files
+    assert str(files[0]) in done.stdout, done.stdout[-2000:]
 
 
 def test_a_selection_naming_no_case_of_the_suite_is_refused() -> None:
