@@ -132,7 +132,8 @@ def wide_params(pyfunc: types.FunctionType, args: tuple, *, everywhere: bool = F
 
 
 @functools.cache
-def kernel_variant(pyfunc: types.FunctionType, *, wide: frozenset[str], occupancy: int | None) -> ct.kernel:
+def kernel_variant(pyfunc: types.FunctionType, *, wide: frozenset[str], occupancy: int | None,
+                   worker_warps: int | None = None) -> ct.kernel:
     """The compiled-kernel object for one kernel function, its int64-indexed parameters and occupancy hint.
 
     Each parameter named in ``wide`` is annotated ``ct.IndexedWithInt64`` on a re-made function (same
@@ -150,11 +151,11 @@ def kernel_variant(pyfunc: types.FunctionType, *, wide: frozenset[str], occupanc
                                 for name, ann in hints.items()}
         twin.__doc__, twin.__module__, twin.__qualname__ = pyfunc.__doc__, pyfunc.__module__, pyfunc.__qualname__
         pyfunc = twin
-    return ct.kernel(pyfunc, occupancy=occupancy)
+    return ct.kernel(pyfunc, occupancy=occupancy, num_worker_warps=worker_warps)
 
 
 def plan_launch(pyfunc: types.FunctionType, grid: tuple[int, ...], args: tuple, *, occupancy: int | None,
-                int64_everywhere: bool = False) -> Launch:
+                int64_everywhere: bool = False, worker_warps: int | None = None) -> Launch:
     """A planned launch of ``pyfunc`` with int64 indexing on exactly the array arguments that need it."""
     wide = wide_params(pyfunc, args, everywhere=int64_everywhere)
-    return Launch(kernel_variant(pyfunc, wide=wide, occupancy=occupancy), grid, args)
+    return Launch(kernel_variant(pyfunc, wide=wide, occupancy=occupancy, worker_warps=worker_warps), grid, args)

@@ -165,7 +165,7 @@ def segment_entries(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torc
                            unroll=cfg.unroll if seg_chunks % cfg.unroll == 0 else 1,
                            scalar_latency=cfg.scalar_latency, packed_weights=cfg.packed_weights)
     local = plan_launch(_state_pass_kernel, walk_grid(x, B, nseg, cfg.block_p, cfg.block_n), local_args,
-                        occupancy=cfg.occupancy, int64_everywhere=int64_everywhere)
+                        occupancy=cfg.occupancy, int64_everywhere=int64_everywhere, worker_warps=cfg.worker_warps)
     scan = _plan_scan(seg_state, seg_decay, initial_state, seg_entry, final_state, scan_cfg, int64_everywhere)
     return [local, scan], seg_entry, final_state
 
@@ -248,7 +248,7 @@ def _segment_pass(x, B, g, dtT, initial_state, *, chunk_size: int, cfg: SegmentS
                            pre_weights=cfg.pre_weights, weigh_x=cfg.weigh_x, packed_weights=cfg.packed_weights,
                            cumsum_out=cumsum_out)
     local = plan_launch(_state_pass_kernel, walk_grid(x, B, nseg, cfg.block_p, cfg.block_n), local_args,
-                        occupancy=cfg.occupancy, int64_everywhere=int64_everywhere)
+                        occupancy=cfg.occupancy, int64_everywhere=int64_everywhere, worker_warps=cfg.worker_warps)
 
     if not scan:  # two segments, no initial state: the consumer reads the end states and writes the final state
         return [local], states, final_state, SegmentCompletion(seg_state, chunk_decay, K, seg_decay, final_state)

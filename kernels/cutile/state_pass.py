@@ -381,7 +381,8 @@ def state_pass(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torch.Ten
                          scalar_latency=cfg.scalar_latency, pre_weights=cfg.pre_weights, weigh_x=cfg.weigh_x,
                          packed_weights=cfg.packed_weights, prefix=nseg > 1, cumsum_out=outs)
         launches.append(plan_launch(_state_pass_kernel, walk_grid(xs, Bs, nseg, cfg.block_p, cfg.block_n), args,
-                                    occupancy=cfg.occupancy, int64_everywhere=int64_everywhere))
+                                    occupancy=cfg.occupancy, int64_everywhere=int64_everywhere,
+                                    worker_warps=cfg.worker_warps))
         parts.append((first, states))
         entry = end
     return launches, parts, final_state

@@ -324,6 +324,26 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
         cand = dataclasses.replace(co, state_latency=latency)
         if cand != co:
             out.append(one(f"chunk_out slat{latency}", "default", "chunk_out", cand))
+    # Two computing warpgroups a walk program (num_worker_warps=8) instead of one. At dstate 128 the walk has one
+    # program an SM and one warpgroup in it, each scheduler running a single warp; in the sm_90 export the compiler
+    # splits the state tile's dstate columns between the two (HGMMA N halved): with the weights on x's rows both then
+    # weigh the whole x tile, with the weights on B's rows (pw) each weighs its own columns of B. The swapped walk
+    # (dstate 256, 512) with 128-wide dstate tiles splits them as two M=64 halves, each warpgroup weighing its own
+    # rows of B while x is loaded once for both.
+    def ww8(name: str, variant: str, stage: str, cfg):
+        out.append(one(f"ww8 {name}", variant, stage, dataclasses.replace(cfg, worker_warps=8)))
+
+    ww8(f"n{sp.block_n}", "serial-state", "state_pass", sp)
+    if not sp.swap_ab and sp.pre_weights:
+        for wx, block_n in ((False, 16), (False, 32), (False, 64), (True, 64)):
+            cand = dataclasses.replace(sp, weigh_x=wx, block_n=min(block_n, spec.dstate))
+            ww8(f"{'pwx' if wx else 'pw'} n{cand.block_n}", "serial-state", "state_pass", cand)
+    if sp.swap_ab:
+        for occupancy in (None, 1):
+            ww8(f"swap n128 occ{occupancy}", "serial-state", "state_pass",
+                dataclasses.replace(sp, block_n=min(128, spec.dstate), occupancy=occupancy))
+    if tuning.state_pass_kind(arch, dims, dtype, spec.chunk_size) == "segmented-out":
+        ww8(f"segmented n{seg.block_n}", "segmented-out", "segment_state", seg)
     unique = {name: (name, variant, cfgs) for name, variant, cfgs in out}
     return [c for c in unique.values() if only is None or c[0].startswith(tuple(only)) or c[0] == "default"]
 
