@@ -38,7 +38,7 @@ def exp2_decay(x):
     return exp2(ct.minimum(x, 0.0))
 
 
-def chunk_scalars(g, dt, b, head, chunk, CHUNK, RAW, latency=None):
+def chunk_scalars(g, dt, b, head, chunk, CHUNK, RAW, latency=None, G_LAST=False):
     """One head's chunk of per-token scalars, (CHUNK,) each: its cumsum g of A dt in log2 units and dt, zero past
     the sequence's end (so g stays at the last real token's value through a ragged tail).
 
@@ -50,8 +50,13 @@ def chunk_scalars(g, dt, b, head, chunk, CHUNK, RAW, latency=None):
                       latency=latency).reshape((CHUNK,))
         a = ct.load(g, (head,), shape=(1,)) * LOG2E
         return ct.cumsum(dtc * a, axis=0), dtc
-    gc = ct.load(g, (b, head, chunk), shape=(1, 1, CHUNK), padding_mode=ct.PaddingMode.ZERO,
-                 latency=latency).reshape((CHUNK,))
+    if G_LAST:
+        # The chunk's last cumsum alone: one element, not the chunk's row.
+        gc = ct.load(g, (b, head, chunk * CHUNK + CHUNK - 1), shape=(1, 1, 1), padding_mode=ct.PaddingMode.ZERO,
+                     latency=latency).reshape((1,))
+    else:
+        gc = ct.load(g, (b, head, chunk), shape=(1, 1, CHUNK), padding_mode=ct.PaddingMode.ZERO,
+                     latency=latency).reshape((CHUNK,))
     dtc = ct.load(dt, (b, head, chunk), shape=(1, 1, CHUNK), padding_mode=ct.PaddingMode.ZERO,
                   latency=latency).reshape((CHUNK,))
     return gc, dtc

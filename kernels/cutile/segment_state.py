@@ -246,7 +246,7 @@ def _segment_pass(x, B, g, dtT, initial_state, *, chunk_size: int, cfg: SegmentS
                            store_decay=not chunked, store_end=True, latency=cfg.latency, swap_ab=cfg.swap_ab,
                            unroll=cfg.unroll, scalar_latency=cfg.scalar_latency,
                            pre_weights=cfg.pre_weights, weigh_x=cfg.weigh_x, packed_weights=cfg.packed_weights,
-                           cumsum_out=cumsum_out)
+                           cumsum_out=cumsum_out, g_last=cfg.g_last)
     local = plan_launch(_state_pass_kernel, walk_grid(x, B, nseg, cfg.block_p, cfg.block_n), local_args,
                         occupancy=cfg.occupancy, int64_everywhere=int64_everywhere, worker_warps=cfg.worker_warps)
 

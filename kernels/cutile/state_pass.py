@@ -45,11 +45,11 @@ def chunk_state_weight(g, g_last, dt):
     return exp2_decay(g_last - g) * dt  # g_last <= g in exact arithmetic
 
 
-def _weights(gc, dtc, CHUNK, PRE_WEIGHTS):
+def _weights(gc, dtc, CHUNK, PRE_WEIGHTS, G_LAST=False):
     """A chunk's per-token weights (``chunk_state_weight``), (CHUNK,), and g_last, its total log2 decay. PRE_WEIGHTS:
-    ``dtc`` holds the weights already (chunk_cumsum's ``w``)."""
+    ``dtc`` holds the weights already (chunk_cumsum's ``w``). G_LAST: ``gc`` is g_last alone, (1,)."""
     # g is padded with the last real token's value, so index CHUNK - 1 holds the chunk's total.
-    g_last = ct.extract(gc, (CHUNK - 1,), shape=(1,))
+    g_last = gc if G_LAST else ct.extract(gc, (CHUNK - 1,), shape=(1,))
     weight = dtc if PRE_WEIGHTS else chunk_state_weight(gc, g_last, dtc)
     return weight, g_last
 
@@ -61,8 +61,9 @@ def _weigh(Bc, gc, dtc, CHUNK, MMA_DTYPE):
 
 
 def _chunk_loads(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile, CHUNK, BLOCK_P, BLOCK_N, LATENCY, SCALAR_LATENCY,
-                 RAW_DT):
-    """One chunk's X (CHUNK, BLOCK_P) and B (CHUNK, BLOCK_N) as loaded, and its per-token g and dt (CHUNK,)."""
+                 RAW_DT, G_LAST=False):
+    """One chunk's X (CHUNK, BLOCK_P) and B (CHUNK, BLOCK_N) as loaded, and its per-token g and dt (CHUNK,); with
+    G_LAST, g's last element alone, (1,), the chunk's total (what a walk reading the cumsum's weights needs of g)."""
     # Rows past seqlen load as zeros: with dt = 0 there too, the ragged tail adds nothing; a chunk past the
     # sequence's end loads g = 0 and dt = 0 as well (a step that changes nothing).
     X = ct.load(x, (b, chunk, head, p_tile), shape=(1, CHUNK, 1, BLOCK_P),
@@ -70,7 +71,7 @@ def _chunk_loads(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile, CHUNK, BLO
     Bc = ct.load(B, (b, chunk, group, n_tile), shape=(1, CHUNK, 1, BLOCK_N),
                  padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((CHUNK, BLOCK_N))
     # The per-token g and dt rows: a latency hint of their own (0: the compiler's choice).
-    gc, dtc = chunk_scalars(g, dtT, b, head, chunk, CHUNK, RAW_DT, latency_hint(SCALAR_LATENCY))
+    gc, dtc = chunk_scalars(g, dtT, b, head, chunk, CHUNK, RAW_DT, latency_hint(SCALAR_LATENCY), G_LAST)
     return X, Bc, gc, dtc
 
 
@@ -92,18 +93,18 @@ def _weighted_operands(X, Bc, weight, CHUNK, MMA_DTYPE, WEIGH_X, PACKED_WEIGHTS)
 
 
 def _chunk_tiles(x, B, g, dtT, g_out, dt_out, b, chunk, nchunks, head, group, p_tile, n_tile, CHUNK, BLOCK_P, BLOCK_N,
-                 LATENCY, MMA_DTYPE, SCALAR_LATENCY, PRE_WEIGHTS, WEIGH_X, PACKED_WEIGHTS, RAW_DT):
+                 LATENCY, MMA_DTYPE, SCALAR_LATENCY, PRE_WEIGHTS, WEIGH_X, PACKED_WEIGHTS, RAW_DT, G_LAST):
     """One chunk's X (CHUNK, BLOCK_P) and B (CHUNK, BLOCK_N) in the matmul dtype, one of them weighted per token
     (``_weights``: B's rows, or x's with WEIGH_X), and g_last: all that a step of the walk needs besides the carried
     state. RAW_DT: the chunk's cumsum taken here, and written to ``g_out`` and ``dt_out`` for chunk_out by the head's
     first state tile."""
     X, Bc, gc, dtc = _chunk_loads(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile, CHUNK, BLOCK_P, BLOCK_N,
-                                  LATENCY, SCALAR_LATENCY, RAW_DT)
+                                  LATENCY, SCALAR_LATENCY, RAW_DT, G_LAST)
     if RAW_DT:
         if n_tile == 0 and p_tile == 0 and chunk < nchunks:
             ct.store(g_out, (b, head, chunk), gc.reshape((1, 1, CHUNK)))
             ct.store(dt_out, (b, head, chunk), dtc.reshape((1, 1, CHUNK)))
-    weight, g_last = _weights(gc, dtc, CHUNK, PRE_WEIGHTS)
+    weight, g_last = _weights(gc, dtc, CHUNK, PRE_WEIGHTS, G_LAST)
     Xm, Bm = _weighted_operands(X, Bc, weight, CHUNK, MMA_DTYPE, WEIGH_X, PACKED_WEIGHTS)
     return Xm, Bm, g_last
 
@@ -193,6 +194,7 @@ def _state_pass_kernel(
     PACKED_WEIGHTS: ct.Constant[bool],
     PREFIX: ct.Constant[bool],
     RAW_DT: ct.Constant[bool],
+    G_LAST: ct.Constant[bool],
 ):
     """Grid (nseg * nheads * headdim/BLOCK_P * dstate/BLOCK_N, batch): one (BLOCK_P, BLOCK_N) tile of one
     head's state, carried in fp32 registers through the chunks of one segment, from the segment's entry
@@ -253,7 +255,7 @@ def _state_pass_kernel(
         if UNROLL == 1:
             X, Bw, g_last = _chunk_tiles(x, B, g, dtT, g_out, dt_out, b, chunk, nchunks, head, group, p_tile, n_tile,
                                          CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY, PRE_WEIGHTS,
-                                         WEIGH_X, PACKED_WEIGHTS, RAW_DT)
+                                         WEIGH_X, PACKED_WEIGHTS, RAW_DT, G_LAST)
             h, decay = _step(states, chunk_decay, h, decay, X, Bw, g_last, b, head, chunk, t0, t1,
                              SHAPE5, STATES_ORDER, STORE_STATES, STORE_DECAY, SWAP_AB, MMA_DTYPE)
         else:
@@ -261,7 +263,7 @@ def _state_pass_kernel(
             for u in ct.static_iter(range(UNROLL)):
                 tiles += (_chunk_tiles(x, B, g, dtT, g_out, dt_out, b, chunk + u, nchunks, head, group, p_tile, n_tile,
                                        CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY, PRE_WEIGHTS,
-                                       WEIGH_X, PACKED_WEIGHTS, RAW_DT),)
+                                       WEIGH_X, PACKED_WEIGHTS, RAW_DT, G_LAST),)
             X0, Bw0, g_last0 = tiles[0]
             h, decay = _step(states, chunk_decay, h, decay, X0, Bw0, g_last0, b, head, chunk, t0, t1,
                              SHAPE5, STATES_ORDER, STORE_STATES, STORE_DECAY, SWAP_AB, MMA_DTYPE)
@@ -287,7 +289,7 @@ def walk_args(x, B, g, dtT, *, seg_entry, states, chunk_decay, seg_end, seg_deca
               store_end: bool, latency: int, swap_ab: bool = False, states_t: bool = False, unroll: int = 1,
               scalar_latency: int | None = None, pre_weights: bool = False, weigh_x: bool = False,
               packed_weights: bool = False, prefix: bool = False,
-              cumsum_out: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple:
+              cumsum_out: tuple[torch.Tensor, torch.Tensor] | None = None, g_last: bool = False) -> tuple:
     """``_state_pass_kernel``'s arguments, by name; a buffer a walk does not touch may be any array of its rank.
     ``cumsum_out``: ``g`` and ``dtT`` are the caller's A and dt, each chunk's cumsum taken in the walk and written to
     these two buffers (chunk_cumsum's g and dtT, for chunk_out): the kernel's RAW_DT."""
@@ -300,7 +302,7 @@ def walk_args(x, B, g, dtT, *, seg_entry, states, chunk_decay, seg_end, seg_deca
     g_out, dt_out = cumsum_out if raw_dt else (g, dtT)  # never written without RAW_DT
     return (x, B, g, dtT, seg_entry, states, chunk_decay, seg_end, seg_decay, g_out, dt_out, chunk_size, block_p,
             block_n, seg_chunks, from_entry, store_states, store_decay, store_end, swap_ab, states_t, latency, unroll,
-            scalar_latency or 0, pre_weights, weigh_x, packed_weights, prefix, raw_dt)
+            scalar_latency or 0, pre_weights, weigh_x, packed_weights, prefix, raw_dt, g_last and pre_weights and not prefix)
 
 
 def walk_grid(x: torch.Tensor, B: torch.Tensor, nseg: int, block_p: int, block_n: int) -> tuple[int, int]:
@@ -379,7 +381,7 @@ def state_pass(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torch.Ten
                          store_states=True, store_decay=False, store_end=True, latency=cfg.latency,
                          swap_ab=cfg.swap_ab, states_t=cfg.states_t, unroll=cfg.unroll,
                          scalar_latency=cfg.scalar_latency, pre_weights=cfg.pre_weights, weigh_x=cfg.weigh_x,
-                         packed_weights=cfg.packed_weights, prefix=nseg > 1, cumsum_out=outs)
+                         packed_weights=cfg.packed_weights, prefix=nseg > 1, cumsum_out=outs, g_last=cfg.g_last)
         launches.append(plan_launch(_state_pass_kernel, walk_grid(xs, Bs, nseg, cfg.block_p, cfg.block_n), args,
                                     occupancy=cfg.occupancy, int64_everywhere=int64_everywhere,
                                     worker_warps=cfg.worker_warps))

@@ -344,6 +344,15 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
                 dataclasses.replace(sp, block_n=min(128, spec.dstate), occupancy=occupancy))
     if tuning.state_pass_kind(arch, dims, dtype, spec.chunk_size) == "segmented-out":
         ww8(f"segmented n{seg.block_n}", "segmented-out", "segment_state", seg)
+    # A walk reading the cumsum's chunk-state weights needs one number of each chunk's row of g, its last (the
+    # chunk's total decay): loaded alone (g_last), it is one element instead of a 512-byte row, which in the sm_90
+    # export the consumer warps copy by cp.async instead of a TMA load of its own; at the chooser's hint and around it.
+    if sp.pre_weights:
+        for scalar_latency in (sp.scalar_latency, 1, 2, 8):
+            cand = dataclasses.replace(sp, g_last=True, scalar_latency=scalar_latency)
+            out.append(one(f"glast glat{scalar_latency}", "serial-state", "state_pass", cand))
+    if seg.pre_weights and tuning.state_pass_kind(arch, dims, dtype, spec.chunk_size) == "segmented-out":
+        out.append(one("glast segmented", "segmented-out", "segment_state", dataclasses.replace(seg, g_last=True)))
     unique = {name: (name, variant, cfgs) for name, variant, cfgs in out}
     return [c for c in unique.values() if only is None or c[0].startswith(tuple(only)) or c[0] == "default"]
 
