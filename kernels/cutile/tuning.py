@@ -172,7 +172,7 @@ class StatePassConfig:
     weigh_x: bool = False     # weight x's rows per token instead of B's (B then feeds the matmul as loaded)
     packed_weights: bool = False  # bf16 inputs: apply the per-token weight in bf16 (one packed multiply a pair)
     segments: int = 1         # the walk in about this many segments, each after the first summing the chunks before it
-    g_last: bool = False      # with pre_weights: load each chunk's last cumsum alone instead of its row of g
+    g_last: bool = False      # with pre_weights: each chunk's last cumsum loaded alone (measured slower)
     worker_warps: int | None = None  # computing warps a program (4 or 8; None: the compiler's four; 8 measured slower)
 
 
