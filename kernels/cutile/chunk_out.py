@@ -161,6 +161,40 @@ def _two_segments_final(seg_end, seg_decay, final_state, b, head, p_tile, row_bl
         ct.store(final_state, (b, head, p_tile, n), h.reshape((1, 1, BLOCK_P, BLOCK_N)))
 
 
+def _rows_out_cb_first(x, B, C, g, dtT, D, y, states, seg_entry, chunk_decay, b, head, group, row_block, chunk,
+                       p_tile, ntiles, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, STATES_T, SEG_CHUNKS, SEG_FROM_END, LATENCY,
+                       STATE_LATENCY, MMA_DTYPE, STATE_MMA_DTYPE):
+    """One head's BLOCK_M x BLOCK_P block of y (whole chunks) with the diagonal C·Bᵀ block built and weighted first,
+    while it is the only accumulator live, and the C·hᵀ product after it, C loaded again: the 128 x 128 decay is then
+    computed beside one fp32 block instead of two accumulators, and only its 16-bit weights stay live across the
+    C·hᵀ loop."""
+    cb = _cb_block(B, C, b, row_block, group, ntiles, BLOCK_M, BLOCK_N, LATENCY, MMA_DTYPE)
+    g_m = ct.load(g, (b, head, row_block), shape=(1, 1, BLOCK_M)).reshape((BLOCK_M, 1))
+    dt_m = ct.load(dtT, (b, head, row_block), shape=(1, 1, BLOCK_M)).reshape((1, BLOCK_M))
+    weight = (cb * _causal_decay(g_m, BLOCK_M) * dt_m).astype(MMA_DTYPE)
+    acc = ct.zeros((BLOCK_M, BLOCK_P), dtype=ct.float32)
+    if SEG_FROM_END:
+        if chunk >= SEG_CHUNKS:
+            acc = _entry_share(C, seg_entry, chunk_decay, acc, b, head, group, row_block, chunk, 0, p_tile, ntiles,
+                               BLOCK_M, BLOCK_P, BLOCK_N, LATENCY, STATE_MMA_DTYPE)
+    elif SEG_CHUNKS > 0:
+        acc = _entry_share(C, seg_entry, chunk_decay, acc, b, head, group, row_block, chunk, chunk // SEG_CHUNKS,
+                           p_tile, ntiles, BLOCK_M, BLOCK_P, BLOCK_N, LATENCY, STATE_MMA_DTYPE)
+    state_latency = latency_hint(STATE_LATENCY)
+    for n in range(ntiles):
+        Cm = ct.load(C, (b, row_block, group, n), shape=(1, BLOCK_M, 1, BLOCK_N),
+                     padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((BLOCK_M, BLOCK_N))
+        hT = _state_t(states, b, head, chunk, p_tile, n, BLOCK_P, BLOCK_N, STATES_T, state_latency)
+        acc = ct.mma(Cm.astype(STATE_MMA_DTYPE), hT.astype(STATE_MMA_DTYPE), acc)
+    acc = acc * exp2(g_m)
+    Xm = ct.load(x, (b, row_block, head, p_tile), shape=(1, BLOCK_M, 1, BLOCK_P),
+                 padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((BLOCK_M, BLOCK_P))
+    acc = ct.mma(weight, Xm.astype(MMA_DTYPE), acc)
+    if HAS_D:
+        acc = acc + ct.load(D, (head,), shape=(1,)).reshape((1, 1)) * Xm.astype(ct.float32)
+    ct.store(y, (b, row_block, head, p_tile), acc.reshape((1, BLOCK_M, 1, BLOCK_P)).astype(y.dtype))
+
+
 def _chunk_cb_kernel(
     B: ct.Array,                 # (batch, seqlen, ngroups, dstate)
     C: ct.Array,                 # (batch, seqlen, ngroups, dstate)
@@ -210,6 +244,7 @@ def _chunk_out_kernel(
     LATENCY: ct.Constant[int],
     HEAVY_FIRST: ct.Constant[bool],
     STATE_LATENCY: ct.Constant[int],
+    CB_FIRST: ct.Constant[bool],
 ):
     """Grid (cdiv(seqlen, BLOCK_M) * nheads/BLOCK_H * headdim/BLOCK_P, batch): BLOCK_M rows x BLOCK_P
     columns of y for BLOCK_H heads of one group of one sequence; row blocks are slowest, so the heads
@@ -243,6 +278,15 @@ def _chunk_out_kernel(
     chunk, m = row_block // M_PER_CHUNK, row_block % M_PER_CHUNK
     group = head0 // (nheads // ngroups)
 
+    if CB_FIRST:
+        # Whole chunks, one head a program: the diagonal block and its weights first (``_rows_out_cb_first``).
+        if SEG_FROM_END:
+            _two_segments_final(seg_entry, seg_decay, final_state, b, head0, p_tile, row_block, row_blocks, ntiles,
+                                BLOCK_P, BLOCK_N)
+        _rows_out_cb_first(x, B, C, g, dtT, D, y, states, seg_entry, chunk_decay, b, head0, group, row_block, chunk,
+                           p_tile, ntiles, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, STATES_T, SEG_CHUNKS, SEG_FROM_END,
+                           LATENCY, STATE_LATENCY, MMA_DTYPE, STATE_MMA_DTYPE)
+        return
     # The carried state first, so that at most two accumulators (y and a C·Bᵀ block) are ever live.
     # With C_ONCE (one row block per chunk, so no off-diagonal blocks), the diagonal C·Bᵀ block is built
     # in the same loop as the first head's C·hᵀ, from the same C tile, and serves every head of the program.
@@ -322,6 +366,7 @@ def _chunk_out_args(x, B, C, g, dtT, states, D, cbuf, seg_entry, chunk_decay, se
         cfg.latency,
         cfg.heavy_first,
         cfg.state_latency,
+        cfg.cb_first and cfg.whole_chunks(chunk_size) and cfg.block_h == 1 and not cb_buffer and not cfg.split_diag,
     )
 
 

@@ -353,6 +353,12 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
             out.append(one(f"glast glat{scalar_latency}", "serial-state", "state_pass", cand))
     if seg.pre_weights and tuning.state_pass_kind(arch, dims, dtype, spec.chunk_size) == "segmented-out":
         out.append(one("glast segmented", "segmented-out", "segment_state", dataclasses.replace(seg, g_last=True)))
+    # chunk_out with the diagonal C·Bᵀ block and its weights built first, while it is the only accumulator live, and
+    # the C·hᵀ product after, C loaded a second time (cb_first): the 128 x 128 decay computed beside one fp32 block
+    # instead of two accumulators. At the chooser's hints and with the state loads' hint changed.
+    for state_latency in (co.state_latency, 0, 4):
+        cand = dataclasses.replace(co, cb_first=True, state_latency=state_latency)
+        out.append(one(f"cbfirst slat{state_latency}", "default", "chunk_out", cand))
     unique = {name: (name, variant, cfgs) for name, variant, cfgs in out}
     return [c for c in unique.values() if only is None or c[0].startswith(tuple(only)) or c[0] == "default"]
 
