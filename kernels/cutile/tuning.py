@@ -233,7 +233,7 @@ class ChunkOutConfig:
     split_diag: bool = False  # the diagonal block in two row halves, the lower's past half factorized (whole chunks)
     heavy_first: bool = True  # two segments without a scan: segment 1's programs (with the completion product) first
     state_latency: int = 0    # DRAM latency hint of the chunk-state loads (0: the compiler's)
-    cb_first: bool = False    # whole chunks: the diagonal C·Bᵀ block and its weights before the C·hᵀ loop (C loaded twice)
+    cb_first: bool = False    # whole chunks: C·Bᵀ and its weights before the C·hᵀ loop, C loaded twice (measured slower)
 
 
 def chunk_cumsum_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> ChunkCumsumConfig:
