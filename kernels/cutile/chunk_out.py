@@ -161,6 +161,32 @@ def _two_segments_final(seg_end, seg_decay, final_state, b, head, p_tile, row_bl
         ct.store(final_state, (b, head, p_tile, n), h.reshape((1, 1, BLOCK_P, BLOCK_N)))
 
 
+def _entry_acc(C, seg_entry, chunk_decay, b, head, group, row_block, chunk, p_tile, ntiles, BLOCK_M, BLOCK_P, BLOCK_N,
+               SEG_CHUNKS, SEG_FROM_END, LATENCY, STATE_MMA_DTYPE):
+    """y's fp32 accumulator before the C·hᵀ loop: zero, plus the segment entry state's share (``_entry_share``) where
+    chunk_out completes the segmented pass's states (SEG_CHUNKS > 0)."""
+    acc = ct.zeros((BLOCK_M, BLOCK_P), dtype=ct.float32)
+    if SEG_FROM_END:
+        if chunk >= SEG_CHUNKS:  # segment 1, entered at E_1 = L_end(0); segment 0 enters at zero
+            acc = _entry_share(C, seg_entry, chunk_decay, acc, b, head, group, row_block, chunk, 0, p_tile, ntiles,
+                               BLOCK_M, BLOCK_P, BLOCK_N, LATENCY, STATE_MMA_DTYPE)
+    elif SEG_CHUNKS > 0:
+        acc = _entry_share(C, seg_entry, chunk_decay, acc, b, head, group, row_block, chunk, chunk // SEG_CHUNKS,
+                           p_tile, ntiles, BLOCK_M, BLOCK_P, BLOCK_N, LATENCY, STATE_MMA_DTYPE)
+    return acc
+
+
+def _state_product(C, states, acc, b, head, group, row_block, chunk, p_tile, ntiles, BLOCK_M, BLOCK_P, BLOCK_N,
+                   STATES_T, LATENCY, state_latency, STATE_MMA_DTYPE):
+    """``acc`` + C·hᵀ of one head's chunk entry state, over dstate in BLOCK_N steps."""
+    for n in range(ntiles):
+        Cm = ct.load(C, (b, row_block, group, n), shape=(1, BLOCK_M, 1, BLOCK_N),
+                     padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((BLOCK_M, BLOCK_N))
+        hT = _state_t(states, b, head, chunk, p_tile, n, BLOCK_P, BLOCK_N, STATES_T, state_latency)
+        acc = ct.mma(Cm.astype(STATE_MMA_DTYPE), hT.astype(STATE_MMA_DTYPE), acc)
+    return acc
+
+
 def _rows_out_cb_first(x, B, C, g, dtT, D, y, states, seg_entry, chunk_decay, b, head, group, row_block, chunk,
                        p_tile, ntiles, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, STATES_T, SEG_CHUNKS, SEG_FROM_END, LATENCY,
                        STATE_LATENCY, MMA_DTYPE, STATE_MMA_DTYPE):
@@ -172,20 +198,10 @@ def _rows_out_cb_first(x, B, C, g, dtT, D, y, states, seg_entry, chunk_decay, b,
     g_m = ct.load(g, (b, head, row_block), shape=(1, 1, BLOCK_M)).reshape((BLOCK_M, 1))
     dt_m = ct.load(dtT, (b, head, row_block), shape=(1, 1, BLOCK_M)).reshape((1, BLOCK_M))
     weight = (cb * _causal_decay(g_m, BLOCK_M) * dt_m).astype(MMA_DTYPE)
-    acc = ct.zeros((BLOCK_M, BLOCK_P), dtype=ct.float32)
-    if SEG_FROM_END:
-        if chunk >= SEG_CHUNKS:
-            acc = _entry_share(C, seg_entry, chunk_decay, acc, b, head, group, row_block, chunk, 0, p_tile, ntiles,
-                               BLOCK_M, BLOCK_P, BLOCK_N, LATENCY, STATE_MMA_DTYPE)
-    elif SEG_CHUNKS > 0:
-        acc = _entry_share(C, seg_entry, chunk_decay, acc, b, head, group, row_block, chunk, chunk // SEG_CHUNKS,
-                           p_tile, ntiles, BLOCK_M, BLOCK_P, BLOCK_N, LATENCY, STATE_MMA_DTYPE)
-    state_latency = latency_hint(STATE_LATENCY)
-    for n in range(ntiles):
-        Cm = ct.load(C, (b, row_block, group, n), shape=(1, BLOCK_M, 1, BLOCK_N),
-                     padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((BLOCK_M, BLOCK_N))
-        hT = _state_t(states, b, head, chunk, p_tile, n, BLOCK_P, BLOCK_N, STATES_T, state_latency)
-        acc = ct.mma(Cm.astype(STATE_MMA_DTYPE), hT.astype(STATE_MMA_DTYPE), acc)
+    acc = _entry_acc(C, seg_entry, chunk_decay, b, head, group, row_block, chunk, p_tile, ntiles, BLOCK_M, BLOCK_P,
+                     BLOCK_N, SEG_CHUNKS, SEG_FROM_END, LATENCY, STATE_MMA_DTYPE)
+    acc = _state_product(C, states, acc, b, head, group, row_block, chunk, p_tile, ntiles, BLOCK_M, BLOCK_P, BLOCK_N,
+                         STATES_T, LATENCY, latency_hint(STATE_LATENCY), STATE_MMA_DTYPE)
     acc = acc * exp2(g_m)
     Xm = ct.load(x, (b, row_block, head, p_tile), shape=(1, BLOCK_M, 1, BLOCK_P),
                  padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((BLOCK_M, BLOCK_P))
@@ -290,16 +306,11 @@ def _chunk_out_kernel(
     # The carried state first, so that at most two accumulators (y and a C·Bᵀ block) are ever live.
     # With C_ONCE (one row block per chunk, so no off-diagonal blocks), the diagonal C·Bᵀ block is built
     # in the same loop as the first head's C·hᵀ, from the same C tile, and serves every head of the program.
-    acc = ct.zeros((BLOCK_M, BLOCK_P), dtype=ct.float32)
     if SEG_FROM_END:
         _two_segments_final(seg_entry, seg_decay, final_state, b, head0, p_tile, row_block, row_blocks, ntiles, BLOCK_P,
                             BLOCK_N)
-        if chunk >= SEG_CHUNKS:  # segment 1, entered at E_1 = L_end(0); segment 0 enters at zero
-            acc = _entry_share(C, seg_entry, chunk_decay, acc, b, head0, group, row_block, chunk, 0, p_tile, ntiles,
-                               BLOCK_M, BLOCK_P, BLOCK_N, LATENCY, STATE_MMA_DTYPE)
-    elif SEG_CHUNKS > 0:
-        acc = _entry_share(C, seg_entry, chunk_decay, acc, b, head0, group, row_block, chunk, chunk // SEG_CHUNKS,
-                           p_tile, ntiles, BLOCK_M, BLOCK_P, BLOCK_N, LATENCY, STATE_MMA_DTYPE)
+    acc = _entry_acc(C, seg_entry, chunk_decay, b, head0, group, row_block, chunk, p_tile, ntiles, BLOCK_M, BLOCK_P,
+                     BLOCK_N, SEG_CHUNKS, SEG_FROM_END, LATENCY, STATE_MMA_DTYPE)
     cb = ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32)
     state_latency = latency_hint(STATE_LATENCY)
     for n in range(ntiles):
@@ -324,12 +335,9 @@ def _chunk_out_kernel(
         _rows_out(x, B, C, g, dtT, D, y, acc, cb_shared, b, head0, group, row_block, chunk, m, p_tile, ntiles,
                   CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, SPLIT_DIAG, LATENCY, MMA_DTYPE)
         for hh in range(1, BLOCK_H):
-            acc = ct.zeros((BLOCK_M, BLOCK_P), dtype=ct.float32)
-            for n in range(ntiles):
-                Cm = ct.load(C, (b, row_block, group, n), shape=(1, BLOCK_M, 1, BLOCK_N),
-                             padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((BLOCK_M, BLOCK_N))
-                hT = _state_t(states, b, head0 + hh, chunk, p_tile, n, BLOCK_P, BLOCK_N, STATES_T, state_latency)
-                acc = ct.mma(Cm.astype(STATE_MMA_DTYPE), hT.astype(STATE_MMA_DTYPE), acc)
+            acc = _state_product(C, states, ct.zeros((BLOCK_M, BLOCK_P), dtype=ct.float32), b, head0 + hh, group,
+                                 row_block, chunk, p_tile, ntiles, BLOCK_M, BLOCK_P, BLOCK_N, STATES_T, LATENCY,
+                                 state_latency, STATE_MMA_DTYPE)
             _rows_out(x, B, C, g, dtT, D, y, acc, cb_shared, b, head0 + hh, group, row_block, chunk, m, p_tile,
                       ntiles, CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, SPLIT_DIAG, LATENCY, MMA_DTYPE)
 
