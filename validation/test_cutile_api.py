@@ -481,6 +481,22 @@ def test_cb_shared_variant_plans_one_program_per_group_of_heads_and_refuses_what
                                 variant=VARIANTS["cb-shared-8"])
 
 
+def test_settings_measured_slower_refuse_what_they_cannot_run_instead_of_dropping_it() -> None:
+    # cb_first needs one head a program over whole chunks; g_last needs the cumsum's weights. A configuration that asks
+    # for either where it cannot apply is an error naming the setting, not a kernel that silently runs without it.
+    spec = SpecClass(SSDDims(4, 4096, 8, 64, 1, 128), torch.bfloat16, 128, True, False)
+    base = tuning.choose("sm_90", spec.dims, torch.bfloat16, 128)
+    for configs in (dataclasses.replace(base, chunk_out=dataclasses.replace(base.chunk_out, cb_first=True)),
+                    dataclasses.replace(base, state_pass=dataclasses.replace(base.state_pass, g_last=True))):
+        cutile_api.plan_forward(*meta_inputs(spec), chunk_size=128, arch="sm_90", configs=configs)
+    split = dataclasses.replace(base, chunk_out=dataclasses.replace(base.chunk_out, cb_first=True, split_diag=True))
+    with pytest.raises(ValueError, match=r"cb_first needs .*split_diag=True"):
+        cutile_api.plan_forward(*meta_inputs(spec), chunk_size=128, arch="sm_90", configs=split)
+    own = dataclasses.replace(base, state_pass=dataclasses.replace(base.state_pass, g_last=True, pre_weights=False))
+    with pytest.raises(ValueError, match=r"g_last=True with pre_weights=False"):
+        cutile_api.plan_forward(*meta_inputs(spec), chunk_size=128, arch="sm_90", configs=own)
+
+
 def test_launch_names_are_the_plan_of_the_variant_on_meta_tensors() -> None:
     # What the benchmark names our per-kernel times by: the default at dstate 64 past 128 chunks (for bf16 at the
     # benchmark's batch 4 and 8 heads, the segmented pass completed in chunk_out; segmented with its completion launch

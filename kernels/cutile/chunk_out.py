@@ -294,11 +294,11 @@ def _chunk_out_kernel(
     chunk, m = row_block // M_PER_CHUNK, row_block % M_PER_CHUNK
     group = head0 // (nheads // ngroups)
 
+    if SEG_FROM_END:
+        _two_segments_final(seg_entry, seg_decay, final_state, b, head0, p_tile, row_block, row_blocks, ntiles, BLOCK_P,
+                            BLOCK_N)
     if CB_FIRST:
         # Whole chunks, one head a program: the diagonal block and its weights first (``_rows_out_cb_first``).
-        if SEG_FROM_END:
-            _two_segments_final(seg_entry, seg_decay, final_state, b, head0, p_tile, row_block, row_blocks, ntiles,
-                                BLOCK_P, BLOCK_N)
         _rows_out_cb_first(x, B, C, g, dtT, D, y, states, seg_entry, chunk_decay, b, head0, group, row_block, chunk,
                            p_tile, ntiles, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, STATES_T, SEG_CHUNKS, SEG_FROM_END,
                            LATENCY, STATE_LATENCY, MMA_DTYPE, STATE_MMA_DTYPE)
@@ -306,9 +306,6 @@ def _chunk_out_kernel(
     # The carried state first, so that at most two accumulators (y and a C·Bᵀ block) are ever live.
     # With C_ONCE (one row block per chunk, so no off-diagonal blocks), the diagonal C·Bᵀ block is built
     # in the same loop as the first head's C·hᵀ, from the same C tile, and serves every head of the program.
-    if SEG_FROM_END:
-        _two_segments_final(seg_entry, seg_decay, final_state, b, head0, p_tile, row_block, row_blocks, ntiles, BLOCK_P,
-                            BLOCK_N)
     acc = _entry_acc(C, seg_entry, chunk_decay, b, head0, group, row_block, chunk, p_tile, ntiles, BLOCK_M, BLOCK_P,
                      BLOCK_N, SEG_CHUNKS, SEG_FROM_END, LATENCY, STATE_MMA_DTYPE)
     cb = ct.zeros((BLOCK_M, BLOCK_M), dtype=ct.float32)
@@ -374,7 +371,7 @@ def _chunk_out_args(x, B, C, g, dtT, states, D, cbuf, seg_entry, chunk_decay, se
         cfg.latency,
         cfg.heavy_first,
         cfg.state_latency,
-        cfg.cb_first and cfg.whole_chunks(chunk_size) and cfg.block_h == 1 and not cb_buffer and not cfg.split_diag,
+        cfg.cb_first,
     )
 
 
@@ -406,6 +403,10 @@ def chunk_out(x: torch.Tensor, B: torch.Tensor, C: torch.Tensor, g: torch.Tensor
                          f"states_t={states_t}")
     # The buffer holds whole chunks: only when a program's rows are its whole chunk.
     cb_buffer = cfg.cb_buffer and one_block
+    if cfg.cb_first and not (one_block and cfg.block_h == 1 and not cb_buffer and not cfg.split_diag):
+        raise ValueError(f"chunk_out: cb_first needs whole chunks (block_m == chunk_size: {cfg.block_m} vs "
+                         f"{chunk_size}, c_once={cfg.c_once}), one head a program (block_h={cfg.block_h}), no C·Bᵀ "
+                         f"buffer (cb_buffer={cb_buffer}) and no split diagonal (split_diag={cfg.split_diag})")
     launches = []
     for first, part in states:
         nchunks = part.shape[2]

@@ -299,10 +299,13 @@ def walk_args(x, B, g, dtT, *, seg_entry, states, chunk_decay, seg_end, seg_deca
     if raw_dt and pre_weights:
         raise ValueError("_state_pass_kernel: raw_dt=True with pre_weights=True; the weights come from the cumsum "
                          "launch, which raw_dt leaves out")
+    if g_last and not pre_weights:
+        raise ValueError("_state_pass_kernel: g_last=True with pre_weights=False; a walk that weighs its chunks itself "
+                         "needs each chunk's whole row of g")
     g_out, dt_out = cumsum_out if raw_dt else (g, dtT)  # never written without RAW_DT
     return (x, B, g, dtT, seg_entry, states, chunk_decay, seg_end, seg_decay, g_out, dt_out, chunk_size, block_p,
             block_n, seg_chunks, from_entry, store_states, store_decay, store_end, swap_ab, states_t, latency, unroll,
-            scalar_latency or 0, pre_weights, weigh_x, packed_weights, prefix, raw_dt, g_last and pre_weights and not prefix)
+            scalar_latency or 0, pre_weights, weigh_x, packed_weights, prefix, raw_dt, g_last)
 
 
 def walk_grid(x: torch.Tensor, B: torch.Tensor, nseg: int, block_p: int, block_n: int) -> tuple[int, int]:

@@ -342,7 +342,8 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
         for occupancy in (None, 1):
             ww8(f"swap n128 occ{occupancy}", "serial-state", "state_pass",
                 dataclasses.replace(sp, block_n=min(128, spec.dstate), occupancy=occupancy))
-    if tuning.state_pass_kind(arch, dims, dtype, spec.chunk_size) == "segmented-out":
+    segmented_out = tuning.state_pass_kind(arch, dims, dtype, spec.chunk_size) == "segmented-out"
+    if segmented_out:
         ww8(f"segmented n{seg.block_n}", "segmented-out", "segment_state", seg)
     # A walk reading the cumsum's chunk-state weights needs one number of each chunk's row of g, its last (the
     # chunk's total decay): loaded alone (g_last), it is one element instead of a 512-byte row, which in the sm_90
@@ -351,7 +352,7 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
         for scalar_latency in (sp.scalar_latency, 1, 2, 8):
             cand = dataclasses.replace(sp, g_last=True, scalar_latency=scalar_latency)
             out.append(one(f"glast glat{scalar_latency}", "serial-state", "state_pass", cand))
-    if seg.pre_weights and tuning.state_pass_kind(arch, dims, dtype, spec.chunk_size) == "segmented-out":
+    if seg.pre_weights and segmented_out:
         out.append(one("glast segmented", "segmented-out", "segment_state", dataclasses.replace(seg, g_last=True)))
     # chunk_out with the diagonal C·Bᵀ block and its weights built first, while it is the only accumulator live, and
     # the C·hᵀ product after, C loaded a second time (cb_first): the 128 x 128 decay computed beside one fp32 block
