@@ -213,8 +213,8 @@ def verdict(run: Run) -> dict[str, Any]:
 
 # -- environment -----------------------------------------------------------------------------------------------
 
-SUMMARY_FIELDS = ("gpu_name", "driver", "cuda_runtime", "torch", "triton", "cuda_tile", "tilegym", "mamba_ssm",
-                  "git_commit", "container_image")
+SUMMARY_FIELDS = ("gpu_name", "driver", "cuda_runtime", "torch", "triton", "cuda_tile", "tileiras_version", "tilegym",
+                  "mamba_ssm", "git_commit", "container_image")
 
 
 def environment(run: Run) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -51,6 +52,33 @@ def _run(cmd: list[str]) -> tuple[str | None, str | None]:
     return done.stdout.strip(), None
 
 
+def _find_tileiras() -> str:
+    """The tileiras that cuda.tile compiles with: the search cuda.tile itself runs (the pip wheels, then PATH, then
+    CUDA_HOME), through its private helper, since no public call names the binary."""
+    from cuda.tile._compile import _find_compiler_bin
+
+    return _find_compiler_bin().path
+
+
+def tileiras() -> tuple[str | None, str | None, str | None]:
+    """(binary, version, reason): the tileiras that compiles our kernels and TileGym's, and the version its
+    ``--version`` prints (``13.4.92`` from "release 13.4, V13.4.92"); a None comes with the reason. The pip package's
+    version alone misses a tileiras found on PATH or under CUDA_HOME, as on a machine whose toolkit is not pip's."""
+    try:
+        path = _find_tileiras()
+    except ImportError as err:
+        return None, None, f"cuda.tile cannot say which tileiras it uses: {err}"
+    except FileNotFoundError as err:
+        return None, None, f"cuda.tile finds no tileiras: {str(err)[:200]}"
+    out, why = _run([path, "--version"])
+    if out is None:
+        return path, None, why
+    found = re.search(r"release \d+\.\d+, V(\S+)", out)
+    if found is None:
+        return path, None, f"{path} --version printed no release line: {out[:200]!r}"
+    return path, found.group(1), None
+
+
 def environment(seeds: list[int] | None = None) -> dict[str, object]:
     """Everything a reader needs to know where and with what a result was obtained."""
     env: dict[str, object] = {}
@@ -87,6 +115,10 @@ def environment(seeds: list[int] | None = None) -> dict[str, object]:
             put(key, importlib.metadata.version(dist))
         except importlib.metadata.PackageNotFoundError:
             put(key, None, f"package {dist} is not installed")
+
+    binary, version, why = tileiras()
+    put("tileiras_binary", binary, why)
+    put("tileiras_version", version, why)
 
     import torch
 

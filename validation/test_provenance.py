@@ -6,6 +6,7 @@ import json
 import shutil
 import subprocess
 
+from validation import provenance
 from validation.provenance import ROOT, environment
 
 
@@ -35,6 +36,30 @@ def test_without_a_given_commit_git_is_asked(monkeypatch) -> None:
     else:
         assert env["git_commit"] is None and env["null_reasons"]["git_commit"]
     assert "git_commit_here" not in env
+
+
+def test_the_tileiras_that_compiles_is_recorded_wherever_it_comes_from(monkeypatch, tmp_path) -> None:
+    """A tileiras found on PATH or under CUDA_HOME (no pip package: the device machine's, a system toolkit's) is
+    recorded with the version it prints; one that cannot be asked or found gets a reason instead."""
+    fake = tmp_path / "tileiras"
+    fake.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 13.5, V13.5.37'\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(provenance, "_find_tileiras", lambda: str(fake))
+    env = environment()
+    assert (env["tileiras_binary"], env["tileiras_version"]) == (str(fake), "13.5.37")
+
+    fake.write_text("#!/bin/sh\necho 'tileiras, some other banner'\n")
+    env = environment()
+    assert env["tileiras_binary"] == str(fake) and env["tileiras_version"] is None
+    assert "no release line" in env["null_reasons"]["tileiras_version"]
+
+    def missing() -> str:
+        raise FileNotFoundError("'tileiras' compiler not found")
+
+    monkeypatch.setattr(provenance, "_find_tileiras", missing)
+    env = environment()
+    assert env["tileiras_binary"] is None and env["tileiras_version"] is None
+    assert "finds no tileiras" in env["null_reasons"]["tileiras_binary"]
 
 
 def test_a_checkpoint_keeps_the_cases_so_far_until_the_file_is_written(tmp_path) -> None:
