@@ -250,27 +250,25 @@ def check_domain(dt: Tensor, A: Tensor, *, who: str) -> None:
         _refuse(who, "A", A)
 
 
-# (dt, A, dt's version, A's version) that domain_checked has checked, or None.
-_CHECKED: ContextVar[tuple | None] = ContextVar("ssd_domain_checked", default=None)
+# Every (dt, A, dt's version, A's version) that the domain_checked blocks open here have checked.
+_CHECKED: ContextVar[tuple[tuple, ...]] = ContextVar("ssd_domain_checked", default=())
 
 
 def _vouched(dt: Tensor, A: Tensor) -> bool:
-    checked = _CHECKED.get()
-    return (checked is not None and checked[0] is dt and checked[1] is A
-            and (dt._version, A._version) == checked[2:])
+    return any(c[0] is dt and c[1] is A and (dt._version, A._version) == c[2:] for c in _CHECKED.get())
 
 
 @contextmanager
 def domain_checked(dt: Tensor, A: Tensor, *, who: str) -> Iterator[None]:
     """Check dt and A once (``check_domain``); inside the block, entry points skip the check for these very
     tensor objects while neither is modified in place (their version counters unchanged). Any other tensor,
-    or these after an in-place change, is checked as always.
+    or these after an in-place change, is checked as always. Blocks nest: inside two, both pairs are vouched for.
 
     For the benchmark, which calls every implementation many times on one input and times the kernels
     apart from this check (it times the check on its own, ``input_check_us``).
     """
     check_domain(dt, A, who=who)
-    token = _CHECKED.set((dt, A, dt._version, A._version))
+    token = _CHECKED.set((*_CHECKED.get(), (dt, A, dt._version, A._version)))
     try:
         yield
     finally:

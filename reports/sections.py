@@ -393,8 +393,28 @@ def times(run: Run) -> dict[str, Any]:
                                 IMPL_NAMES).svg())
     return {"ran": True, "timed": True, "notes": _notes(run), "config_notes": notes, "impls": impls,
             "comparisons": comparisons, "rows": rows, "detail": detail, "charts": small,
+            "scaling": _length_scaling(run.files["benchmark"].extra.get("length_scaling")),
             "impl_legend": [(IMPL_COLORS.get(i, "#1b1f24"), impl_name(i)) for i in impls],
             "sweep": _sweep_text(points), "rel_std_flag": REL_STD_FLAG}
+
+
+def _length_scaling(record: object) -> dict[str, Any]:
+    """The benchmark's two longest lengths timed again in the same rounds (``length_scaling``), per dstate and
+    implementation: ns a token at each length and the ratio; or why there is none."""
+    if not isinstance(record, dict):
+        return {"rows": [], "why": "not measured: the run predates the same-rounds timing of the two longest lengths"}
+    short, long = (record.get("seqlens") or [None, None])[:2]
+    rows = []
+    for row in record.get("rows") or []:
+        per_token = row.get("ns_per_token") or {}
+        rows.append({"impl": row.get("impl"), "dstate": row.get("dstate"), "short": per_token.get(str(short)),
+                     "long": per_token.get(str(long)), "ratio": row.get("long_over_short"),
+                     "clock": _clock_text(row.get("gpu_clocks"))})
+    missing = [f"dstate {d}: {why}" for d, why in (record.get("not_measured_at") or {}).items()]
+    why = "; ".join(([record["not_measured"]] if record.get("not_measured") else []) + missing) or None
+    return {"rows": sorted(rows, key=lambda r: (num(r["dstate"]) or 0, impl_order(str(r["impl"])))),
+            "short": seqlen_label(short) if isinstance(short, int) else short,
+            "long": seqlen_label(long) if isinstance(long, int) else long, "what": record.get("what"), "why": why}
 
 
 def _clock_text(record: object) -> str | None:

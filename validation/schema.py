@@ -162,6 +162,30 @@ class _Checker:
         for i, reason in enumerate(reasons):
             self.text(f"{field}.reasons[{i}]", reason)
 
+    def length_scaling(self, value: object) -> None:
+        """The benchmark's two longest lengths timed again in the same rounds (validation.bench.run.length_scaling)."""
+        scaling = self.mapping("length_scaling", value)
+        self.text("length_scaling.what", scaling.get("what"))
+        rows = scaling.get("rows")
+        if not isinstance(rows, list):
+            raise self.fail("length_scaling.rows", "a list of row objects", rows)
+        if not rows and "not_measured" not in scaling and "not_measured_at" not in scaling:
+            raise self.fail("length_scaling", "rows, or why none was measured (not_measured)", scaling)
+        for i, row in enumerate(rows):
+            where = f"length_scaling.rows[{i}]"
+            row = self.mapping(where, row)
+            self.text(f"{where}.impl", row.get("impl"))
+            self.integer(f"{where}.dstate", row.get("dstate"), low=1)
+            if row.get("long_over_short") is None:
+                raise self.fail(f"{where}.long_over_short", "a number", None)
+            self.number(f"{where}.long_over_short", row["long_over_short"])
+            times = self.mapping(f"{where}.kernel_us", row.get("kernel_us"))
+            if len(times) != 2:
+                raise self.fail(f"{where}.kernel_us", "the two lengths' times", times)
+            for seqlen, stats in times.items():
+                self.timing(f"{where}.kernel_us.{seqlen}", stats)
+            self.gpu_clocks(f"{where}.gpu_clocks", row.get("gpu_clocks"))
+
     def case(self, where: str, case: object) -> None:
         """One case; ``where`` names it in a message (``cases[3]``), followed by its id once that is known."""
         c = self.mapping(where, case)
@@ -364,6 +388,8 @@ def check_results(payload: object, path: Path | str, suite: str | None = None) -
             if point.get("ratio") is None:
                 raise check.fail(f"published_ratios.points[{i}].ratio", "a number", None)
             check.number(f"published_ratios.points[{i}].ratio", point.get("ratio"))
+    if data.get("length_scaling") is not None:
+        check.length_scaling(data["length_scaling"])
     if isinstance(data.get("tilegym_tuning"), list | int | float | bool):
         raise check.fail("tilegym_tuning", "an object or a string", data["tilegym_tuning"])
     check.deep_numbers("the file", data)

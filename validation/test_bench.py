@@ -184,6 +184,88 @@ def test_a_point_times_every_run_through_the_gate_together_and_keeps_the_runs_or
     assert "kernel_us" not in records[1].measured
 
 
+def _bench_case(impl: str, seqlen: int, dstate: int, status: str = "pass", variant: str | None = None):
+    from validation.bench.sweep import POINT
+    from validation.schema import CaseRecord
+
+    spec = ProblemSpec(**{**POINT, "seqlen": seqlen, "dstate": dstate})
+    return CaseRecord(id=spec.case_id(impl, variant), impl=impl, status=status, shape=spec.shape_dict(),
+                      dtype=spec.dtype, regime=spec.regime, seed=spec.seed, variant=variant,
+                      reason=None if status == "pass" else "correctness gate: y rel_l2 too large")
+
+
+def test_length_scaling_times_the_two_longest_lengths_of_what_passed_at_both_in_the_same_rounds(monkeypatch) -> None:
+    """Only implementations whose default cases passed at both of the two longest lengths are timed, every call of
+    both lengths in one interleaved_kernel_us (one set of rounds, one clock record); a variant or a failure at either
+    length keeps an implementation out; the row says the long length's time a token over the short one's."""
+    from contextlib import nullcontext
+    from types import SimpleNamespace
+
+    from validation.bench import run
+    from validation.bench.sweep import POINT
+    from validation.bench.timing import KernelTimes
+    from validation.schema import SCHEMA_VERSION, SchemaError, check_results
+
+    specs = [ProblemSpec(**{**POINT, "seqlen": n, "dstate": d}) for n in (64, 128, 256) for d in (16, 32)]
+    cases = [_bench_case(i, n, d) for i in ("cutile", "tilegym", "triton") for n in (64, 128, 256) for d in (16, 32)]
+    cases[cases.index(_bench_case("tilegym", 256, 32))] = _bench_case("tilegym", 256, 32, "fail")
+    cases += [_bench_case("cutile", 256, 16, "pass", "serial-state")]
+    assert run.scaling_pairs(specs, cases) == ((128, 256), {16: ["cutile", "tilegym", "triton"],
+                                                            32: ["cutile", "triton"]})
+
+    monkeypatch.setattr(ProblemSpec, "make_inputs", lambda self, device="cpu": SimpleNamespace(
+        dt=None, A=None, as_args=lambda n=self.seqlen: (n,)))
+    called: list[tuple[str, int]] = []
+    monkeypatch.setattr(run, "IMPLS", {name: SimpleNamespace(load=lambda name=name: lambda n, *, chunk_size:
+                                                             called.append((name, n)))
+                                       for name in ("cutile", "tilegym", "triton")})
+    clock = {"samples": 4, "sm_mhz_min": 1800, "sm_mhz_median": 1890.0, "sm_mhz_max": 1980,
+             "sm_mhz_max_supported": 1980, "power_w_max": 700.0, "reasons": ["sw_power_cap"]}
+    rounds: list[int] = []
+
+    def interleaved(calls, *, reps, device):
+        rounds.append(len(calls))
+        for call in calls:
+            call()
+        # per call: 1 us a token at the short length, 0.99 at the long one (the impl's index adds nothing)
+        return [KernelTimes(Samples([float(n) * (0.99 if n == 256 else 1.0)] * reps), {})
+                for n in [c[1] for c in called[-len(calls):]]]
+
+    class Clocks:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def record(self):
+            return clock
+
+    monkeypatch.setattr(run, "interleaved_kernel_us", interleaved)
+    monkeypatch.setattr(run, "_warm", lambda fns, seconds: None)
+    monkeypatch.setattr(run, "ClockSampler", lambda index: Clocks())
+    monkeypatch.setattr(run, "domain_checked", lambda *a, **k: nullcontext())
+    monkeypatch.setattr(run.torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(run.torch.cuda, "empty_cache", lambda: None)
+    out = run.length_scaling(specs, cases, reps=3)
+    assert rounds == [6, 4], "one set of rounds a dstate, both lengths of every implementation in it"
+    assert called == [("cutile", 128), ("cutile", 256), ("tilegym", 128), ("tilegym", 256), ("triton", 128),
+                      ("triton", 256), ("cutile", 128), ("cutile", 256), ("triton", 128), ("triton", 256)]
+    assert out["seqlens"] == [128, 256] and "not_measured" not in out
+    assert [(r["impl"], r["dstate"]) for r in out["rows"]] == [("cutile", 16), ("tilegym", 16), ("triton", 16),
+                                                               ("cutile", 32), ("triton", 32)]
+    row = out["rows"][0]
+    assert row["long_over_short"] == pytest.approx(0.99) and row["gpu_clocks"] == clock
+    assert row["ns_per_token"] == {"128": pytest.approx(1000.0), "256": pytest.approx(990.0)}
+    payload = {"schema_version": SCHEMA_VERSION, "suite": "benchmark", "created": "2026-12-04T16:00:00+00:00",
+               "environment": {"suite_version": "0.1.0"}, "cases": [], "length_scaling": out}
+    check_results(json.loads(json.dumps(payload)), "benchmark.json", "benchmark")
+    del payload["length_scaling"]["rows"][1]["long_over_short"]
+    with pytest.raises(SchemaError, match=r"length_scaling\.rows\[1\]\.long_over_short: expected a number"):
+        check_results(json.loads(json.dumps(payload)), "benchmark.json", "benchmark")
+    assert run.length_scaling(specs[:2], cases, reps=3)["not_measured"].startswith("no implementation passed")
+
+
 def test_compile_phase_starts_with_the_shortest_points_and_leaves_out_what_cannot_run() -> None:
     specs = [ProblemSpec(**{**HEADLINE, "seqlen": s, "dstate": d}, regime="typical", seed=0)
              for s in (4096, 1024) for d in (128, 64)]

@@ -363,6 +363,18 @@ def test_domain_checked_skips_the_check_only_for_the_same_unmodified_tensors(mon
     assert calls == ["bench", "ssd_fwd_b", "ssd_fwd_c", "ssd_fwd_d"]
 
 
+def test_domain_checked_blocks_nest_and_vouch_for_both_inputs(monkeypatch) -> None:
+    first, second = _good(), _good()
+    calls = []
+    real = checks.check_domain
+    monkeypatch.setattr(checks, "check_domain", lambda dt, A, *, who: calls.append(who) or real(dt, A, who=who))
+    with domain_checked(first["dt"], first["A"], who="one"), domain_checked(second["dt"], second["A"], who="two"):
+        check_inputs(**first, chunk_size=16, who="ssd_fwd_a")     # vouched for by the outer block
+        check_inputs(**second, chunk_size=16, who="ssd_fwd_b")    # and by the inner one
+    check_inputs(**first, chunk_size=16, who="ssd_fwd_c")         # after both: checked
+    assert calls == ["one", "two", "ssd_fwd_c"]
+
+
 def test_meta_tensors_pass_the_domain_check() -> None:
     """Plans and compiles run on meta tensors, which hold no values: nothing to refuse."""
     args = {k: v.to("meta") for k, v in _good().items()}

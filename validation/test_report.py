@@ -105,6 +105,13 @@ def _suites(gpu: str = "synthetic-test-gpu", scale: float = 1.0) -> dict[str, di
                  "tilegym_tuning": {"mode": "cached", "what": "stored choices <synthetic>"},
                  "triton_tuning": {"mode": "headline", "what": "tuned at <synthetic>"},
                  "timing": {"mode": "interleaved", "what": "rounds of every run <synthetic>"},
+                 "length_scaling": {"what": "both lengths in the same rounds <synthetic>", "seqlens": [131072, 262144],
+                                    "rows": [{"impl": impl, "dstate": 512, "long_over_short": ratio,
+                                              "kernel_us": {"131072": {"median": 2800.0}, "262144": {"median": 5600.0}},
+                                              "ns_per_token": {"131072": 21.362, "262144": 21.3620 * ratio},
+                                              "gpu_clocks": {"unavailable": "synthetic"}}
+                                             for impl, ratio in (("tilegym", 1.1), ("cutile", 0.9985))],
+                                    "not_measured_at": {"64": "out of GPU memory: <synthetic>"}},
                  "compile_phase": {"jobs": 8, "wall_s": 41.2, "first_calls": 11, "of": 12,
                                    "failed": {"bench-tilegym-x": "OverflowError: synthetic"}, "what": "<synthetic>"},
                  "published_ratios": {"gpu": "B300 (synthetic)", "source": "synthetic values chosen by the test",
@@ -314,6 +321,20 @@ def test_how_the_times_were_taken_is_said(run_dir: Path, tmp_path: Path) -> None
     del suites["benchmark"]["timing"]  # a run from before interleaved timing says so
     older = _section(_render(_write_run(tmp_path / "older", suites), tmp_path / "older-out"), "times")
     assert "Timing: at each point one implementation after another" in older
+
+
+def test_the_two_longest_lengths_timed_in_the_same_rounds_are_shown_per_token(run_dir: Path, tmp_path: Path) -> None:
+    times = _section(_render(run_dir, tmp_path / "out"), "times")
+    part = times[times.index('id="length-scaling"'):times.index("Every benchmark case")]
+    assert "both lengths in the same rounds &lt;synthetic&gt;. Not measured: dstate 64: out of GPU memory" in part
+    assert "<th class=\"n\">256K / 128K a token</th>" in part
+    rows = part.split("<tr>")[2:]
+    assert ">ours (cuTile)<" in rows[0] and "<td class=\"n\">21.362</td><td class=\"n\">21.330</td>" in rows[0], rows[0]
+    assert "<td class=\"n\">0.9985</td>" in rows[0] and ">TileGym" in rows[1]
+    suites = _suites()
+    del suites["benchmark"]["length_scaling"]  # a run from before it says so
+    older = _section(_render(_write_run(tmp_path / "older", suites), tmp_path / "older-out"), "times")
+    assert "not measured: the run predates the same-rounds timing of the two longest lengths" in older
 
 
 def test_where_our_time_goes_kernel_by_kernel(run_dir: Path, tmp_path: Path) -> None:
@@ -536,3 +557,15 @@ def test_a_case_timed_under_a_held_down_clock_is_flagged(tmp_path: Path) -> None
     assert "lowest SM clock 1755 MHz; 1 case(s) ran with the clock held down" in times
     bare = _section(_render(_write_run(tmp_path / "bare" / "20261130T090000Z", _suites()), tmp_path / "out2"), "times")
     assert "GPU clocks: not recorded in this run (the run predates them)" in bare and ">clock</span>" not in bare
+
+
+def test_the_readme_block_adds_the_same_rounds_per_token_ratio_where_the_run_has_it(run_dir: Path,
+                                                                                     tmp_path: Path) -> None:
+    from reports import readme_table
+
+    text = readme_table.block(run_dir)
+    assert ("| 256K over 128K tokens, kernel time a token, both in the same rounds (run " in text
+            and "| ours | TileGym |\n|---|---|---|\n| dstate 512 | 0.999 | 1.100 |\n" in text), text
+    suites = _suites()
+    del suites["benchmark"]["length_scaling"]
+    assert "same rounds" not in readme_table.block(_write_run(tmp_path / "older", suites))

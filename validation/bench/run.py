@@ -65,6 +65,12 @@ TIMING = {"mode": "interleaved",
                   "same rounds, one call of each in turn with an L2 flush before every call, so that all of them "
                   "meet the same GPU clock and a ratio does not depend on which ran first; clocks are sampled over "
                   "those rounds, once per point"}
+LENGTH_SCALING = ("the sweep's two longest lengths at each dstate, each implementation that passed the gate at "
+                  "both timed there again, every call of both lengths in the same rounds (one call of each in "
+                  "turn, an L2 flush before every call), so that both lengths meet the same GPU clock; the point "
+                  "cases' own medians, timed a point at a time, may come from different clocks (the power cap holds "
+                  "the longest calls down). long_over_short is the long length's kernel time a token over the "
+                  "short one's")
 COMPILE_PHASE = ("before timing, parallel processes made every case's first call, filling the kernels' disk caches; "
                  "compile_s is then the timed process's first call (loading kernels, Triton's autotune) and "
                  "precompile_s the compile phase's, taken while other processes compiled too")
@@ -254,6 +260,71 @@ def bench_point(spec: ProblemSpec, impls: list[str], ceilings: dict[str, float],
     return records
 
 
+def scaling_pairs(specs: list[ProblemSpec], cases: list[CaseRecord]) -> tuple[tuple[int, int], dict[int, list[str]]]:
+    """The sweep's two longest lengths, and per dstate the implementations (in the run's order) whose default cases
+    passed the gate at both: what ``length_scaling`` times. No pair with fewer than two lengths."""
+    lengths = sorted({s.seqlen for s in specs})
+    if len(lengths) < 2:
+        return (0, 0), {}
+    short, long = lengths[-2:]
+    passed = {(c.shape["seqlen"], c.shape["dstate"], c.impl) for c in cases
+              if c.status == "pass" and not c.variant and c.shape}
+    impls = list(dict.fromkeys(c.impl for c in cases if not c.variant))
+    pairs = {}
+    for dstate in sorted({s.dstate for s in specs}):
+        both = [i for i in impls if (short, dstate, i) in passed and (long, dstate, i) in passed]
+        if both:
+            pairs[dstate] = both
+    return (short, long), pairs
+
+
+def length_scaling(specs: list[ProblemSpec], cases: list[CaseRecord], reps: int) -> dict[str, object]:
+    """Per token, the sweep's longest length against the one before it, at each dstate, every implementation through
+    the gate at both timed with both lengths in the same rounds (``LENGTH_SCALING``). The inputs are the point cases'
+    own (the same seed), on which those cases passed the float64 gate."""
+    (short, long), pairs = scaling_pairs(specs, cases)
+    out: dict[str, object] = {"what": LENGTH_SCALING, "seqlens": [short, long], "rows": []}
+    if not pairs:
+        out["not_measured"] = "no implementation passed the gate at the sweep's two longest lengths"
+        return out
+    device = torch.device("cuda")
+    for dstate, impls in pairs.items():
+        try:
+            out["rows"] += _scaling_rows(dstate, impls, short, long, reps, device)
+        except torch.cuda.OutOfMemoryError as err:  # both lengths' inputs at once: recorded, never a lost run
+            out.setdefault("not_measured_at", {})[str(dstate)] = f"out of GPU memory: {str(err).splitlines()[0]}"
+            _progress(f"benchmark: length_scaling at dstate {dstate}: out of GPU memory; recorded as not measured")
+        torch.cuda.empty_cache()
+    return out
+
+
+def _scaling_rows(dstate: int, impls: list[str], short: int, long: int, reps: int, device: torch.device
+                  ) -> list[dict[str, object]]:
+    pair = [ProblemSpec(seqlen=seqlen, dstate=dstate, **POINT) for seqlen in (short, long)]
+    inputs = [spec.make_inputs(device) for spec in pair]
+    calls, labels = [], []
+    for name in impls:
+        fn = IMPLS[name].load()
+        for spec, args in zip(pair, [inp.as_args() for inp in inputs], strict=True):
+            calls.append(lambda fn=fn, args=args, c=spec.chunk_size: fn(*args, chunk_size=c))
+            labels.append((name, spec.seqlen))
+    with contextlib.ExitStack() as checked:
+        for inp in inputs:  # each input checked once here; the timed calls skip the check, as at the points
+            checked.enter_context(domain_checked(inp.dt, inp.A, who="benchmark"))
+        _warm(calls, WARMUP_S)
+        with ClockSampler(torch.cuda.current_device()) as clocks:
+            times = interleaved_kernel_us(calls, reps=reps, device=device)
+    by = {label: t.kernel_us for label, t in zip(labels, times, strict=True)}
+    clock = clocks.record()
+    rows = []
+    for name in impls:
+        a, b = by[(name, short)], by[(name, long)]
+        rows.append({"impl": name, "dstate": dstate, "kernel_us": {str(short): a.as_dict(), str(long): b.as_dict()},
+                     "ns_per_token": {str(short): a.median * 1e3 / short, str(long): b.median * 1e3 / long},
+                     "long_over_short": (b.median / long) / (a.median / short), "gpu_clocks": clock})
+    return rows
+
+
 def _shown(record: CaseRecord) -> str:
     if record.status != "pass":
         return f"{record.status}: {(record.reason or '')[:120]}"
@@ -369,9 +440,21 @@ def main(argv: list[str] | None = None) -> int:
                 done = i
                 results.checkpoint(ceilings=ceilings, **extra)
                 torch.cuda.empty_cache()
+            if args.budget_s is not None and time.perf_counter() - start > args.budget_s:
+                extra["length_scaling"] = {"what": LENGTH_SCALING, "rows": [],
+                                           "not_measured": f"the time budget of {args.budget_s:.0f} s is spent"}
+            else:
+                _progress("benchmark: the two longest lengths again, in the same rounds (length_scaling)")
+                extra["length_scaling"] = length_scaling(specs, results.cases, args.reps)
+                for row in extra["length_scaling"]["rows"]:
+                    _progress(f"  n={row['dstate']:<4} {row['impl']:<8} "
+                              + " ".join(f"{seqlen}: {ns:.3f} ns/token" for seqlen, ns in row["ns_per_token"].items())
+                              + f"  long/short {row['long_over_short']:.4f}")
         except KeyboardInterrupt as stop:
             why = str(stop) or "interrupted"
             _progress(f"benchmark: {why} after {done} of {len(specs)} points; the rest is recorded as not-run")
+            if done == len(specs) and "length_scaling" not in extra:  # stopped while timing the two lengths again
+                extra["length_scaling"] = {"what": LENGTH_SCALING, "rows": [], "not_measured": f"stopped: {why}"}
             for spec in specs[done:]:
                 for name in args.impl:
                     results.add(_not_run(spec, name, f"not reached: {why}"))
