@@ -166,11 +166,22 @@ class _Checker:
         """The benchmark's two longest lengths timed again in the same rounds (validation.bench.run.length_scaling)."""
         scaling = self.mapping("length_scaling", value)
         self.text("length_scaling.what", scaling.get("what"))
+        self.opt_text("length_scaling.not_measured", scaling.get("not_measured"))
+        if scaling.get("not_measured_at") is not None:
+            self.text_map("length_scaling.not_measured_at", scaling["not_measured_at"])
         rows = scaling.get("rows")
         if not isinstance(rows, list):
             raise self.fail("length_scaling.rows", "a list of row objects", rows)
-        if not rows and "not_measured" not in scaling and "not_measured_at" not in scaling:
-            raise self.fail("length_scaling", "rows, or why none was measured (not_measured)", scaling)
+        if not rows:
+            if not scaling.get("not_measured") and not scaling.get("not_measured_at"):
+                raise self.fail("length_scaling", "rows, or why none was measured (not_measured)", scaling)
+            return
+        seqlens = scaling.get("seqlens")
+        if not isinstance(seqlens, list) or len(seqlens) != 2:
+            raise self.fail("length_scaling.seqlens", "the two lengths, shortest first", seqlens)
+        short, long = (self.integer(f"length_scaling.seqlens[{i}]", n, low=1) for i, n in enumerate(seqlens))
+        if short >= long:
+            raise self.fail("length_scaling.seqlens", "the two lengths, shortest first", seqlens)
         for i, row in enumerate(rows):
             where = f"length_scaling.rows[{i}]"
             row = self.mapping(where, row)
@@ -179,11 +190,15 @@ class _Checker:
             if row.get("long_over_short") is None:
                 raise self.fail(f"{where}.long_over_short", "a number", None)
             self.number(f"{where}.long_over_short", row["long_over_short"])
-            times = self.mapping(f"{where}.kernel_us", row.get("kernel_us"))
-            if len(times) != 2:
-                raise self.fail(f"{where}.kernel_us", "the two lengths' times", times)
-            for seqlen, stats in times.items():
-                self.timing(f"{where}.kernel_us.{seqlen}", stats)
+            for key in ("kernel_us", "ns_per_token"):
+                per_length = self.mapping(f"{where}.{key}", row.get(key))
+                if sorted(per_length) != sorted((str(short), str(long))):
+                    raise self.fail(f"{where}.{key}", f"one entry for each of {short} and {long}", per_length)
+                for seqlen, item in per_length.items():
+                    if key == "kernel_us":
+                        self.timing(f"{where}.{key}.{seqlen}", item)
+                    else:
+                        self.number(f"{where}.{key}.{seqlen}", item)
             self.gpu_clocks(f"{where}.gpu_clocks", row.get("gpu_clocks"))
 
     def case(self, where: str, case: object) -> None:
