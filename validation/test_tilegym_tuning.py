@@ -13,7 +13,7 @@ from reference import ProblemSpec
 from validation.bench import tilegym_tuning
 from validation.bench.tilegym_tuning import TuningStore, marked_problem, problem_key
 
-VERSIONS = {"device": "synthetic-test-gpu", "tilegym": "1.5.1", "cuda_tile": "1.5.0"}
+VERSIONS = {"device": "synthetic-test-gpu", "tilegym": "1.5.1", "cuda_tile": "1.5.0", "tileiras": "13.4.92"}
 PROBLEM = problem_key("bf16", 4, 16384, 8, 64, 1, 128, 128, contiguous=True)
 SPACE = [SimpleNamespace(BLOCK=b, occupancy=o) for b in (16, 32) for o in (1, 2)]
 
@@ -89,6 +89,31 @@ def test_the_shipped_table_is_used_and_never_written(tmp_path: Path) -> None:
     assert tilegym_tuning.decisions(PROBLEM)[0]["source"].startswith("shipped choice (shipped.json")
     with pytest.raises(PermissionError, match="shipped table"):
         shipped.put({**VERSIONS, "kernel": "k", "problem": "p"})
+
+
+def test_a_choice_is_kept_per_tileiras_and_one_stored_without_it_serves_any_and_says_so(tmp_path: Path) -> None:
+    store = TuningStore(tmp_path / "user.json")
+    store.put({**VERSIONS, "tileiras": "13.5.37", "kernel": "out_kernel", "problem": PROBLEM,
+               "config": vars(SPACE[3]), "mean_us": 1.0, "tuned_at": "2026-01-01T00:00:00Z"})
+    module = FakeMamba2(best=1)
+    with _use("tune", tmp_path, module), marked_problem(PROBLEM):
+        assert vars(module.forward()) == vars(SPACE[1]), "another tileiras's choice is not this one's"
+    assert module.searches == 1
+    entries = json.loads((tmp_path / "user.json").read_text())["entries"]
+    assert sorted((e["tileiras"], e["config"]["BLOCK"], e["config"]["occupancy"]) for e in entries) == [
+        ("13.4.92", 16, 2), ("13.5.37", 32, 2)]
+
+    legacy = {k: v for k, v in VERSIONS.items() if k != "tileiras"}
+    shipped = TuningStore(tmp_path / "shipped.json")
+    shipped.put({**legacy, "kernel": "out_kernel", "problem": PROBLEM + " new", "config": vars(SPACE[2]),
+                 "mean_us": 2.0, "tuned_at": "2026-11-30T10:52:06Z"})
+    module = FakeMamba2()
+    with _use("cached", tmp_path, module, TuningStore(tmp_path / "shipped.json", writable=False)), \
+            marked_problem(PROBLEM + " new"):
+        assert vars(module.forward()) == vars(SPACE[2])
+    (decision,) = tilegym_tuning.decisions(PROBLEM + " new")
+    assert decision["source"] == ("shipped choice (shipped.json, tuned 2026-11-30T10:52:06Z, under a tileiras it did "
+                                  "not record; this run's is 13.4.92)")
 
 
 def test_a_stored_config_outside_the_search_space_is_tuned_again(tmp_path: Path) -> None:

@@ -4,8 +4,10 @@ tilegym 1.5.1 tunes each kernel of its forward (chunk cumsum, state pass, output
 ``exhaustive_search`` on the first call of every new shape (about 5 minutes on an H200, ~110
 configs) and keeps the choice only for the life of the process. While :func:`use` is active, the
 ``exhaustive_search`` name inside ``tilegym.ops.cutile.mamba2`` is replaced by a lookup in a
-:class:`TuningStore`, keyed by device, tilegym and cuda-tile versions, kernel and problem (each call of
-TileGym's ``mamba2_chunk_forward`` is marked with its problem, :func:`problem_of` its arguments):
+:class:`TuningStore`, keyed by device, tilegym, cuda-tile and tileiras versions, kernel and problem (each call of
+TileGym's ``mamba2_chunk_forward`` is marked with its problem, :func:`problem_of` its arguments). A choice
+stored before the key had the tileiras (every choice of the shipped table) serves under any tileiras, and its
+decision says so. The modes:
 
 - ``tune``: a stored choice is used; otherwise TileGym's own search runs and its choice is stored.
 - ``cached``: a stored choice is used; otherwise TileGym's first config, and the decision says so.
@@ -30,6 +32,7 @@ import argparse
 import contextlib
 import contextvars
 import datetime
+import functools
 import importlib.metadata
 import json
 import os
@@ -100,11 +103,14 @@ def decisions(key: str) -> list[dict[str, object]]:
     return list(seen.values())
 
 
+@functools.cache
 def _versions() -> dict[str, str]:
     import torch
 
+    from validation.provenance import tileiras
+
     return {"device": torch.cuda.get_device_name(), "tilegym": importlib.metadata.version("tilegym"),
-            "cuda_tile": importlib.metadata.version("cuda-tile")}
+            "cuda_tile": importlib.metadata.version("cuda-tile"), "tileiras": tileiras()[1] or "unknown"}
 
 
 class TuningStore:
@@ -137,8 +143,13 @@ class TuningStore:
         return {"format": FORMAT, "entries": [self.entries[k] for k in sorted(self.entries)]}
 
 
+# The tileiras of a choice stored before the key had it (every entry of the shipped table, tuned 2026-11-30).
+UNRECORDED = "unrecorded"
+
+
 def _entry_key(entry: dict[str, object]) -> str:
-    return "|".join(str(entry[k]) for k in ("device", "tilegym", "cuda_tile", "kernel", "problem"))
+    return "|".join(str(entry.get(k, UNRECORDED) if k == "tileiras" else entry[k])
+                    for k in ("device", "tilegym", "cuda_tile", "tileiras", "kernel", "problem"))
 
 
 def _kernel_name(kernel: object) -> str:
@@ -161,8 +172,8 @@ def use(mode: str, store: TuningStore | None = None, shipped: TuningStore | None
         module: object = None, versions: dict[str, str] | None = None, progress=None) -> Iterator[None]:
     """TileGym's forward tuned per ``mode`` while inside (see :func:`_patched` for what is replaced).
 
-    ``module`` (tilegym's ``mamba2`` by default) and ``versions`` (device, tilegym, cuda_tile; read from the
-    GPU and the installed packages by default) let the CPU tests stand in for both.
+    ``module`` (tilegym's ``mamba2`` by default) and ``versions`` (device, tilegym, cuda_tile, tileiras; read from
+    the GPU, the installed packages and ``tileiras --version`` by default) let the CPU tests stand in for both.
     """
     if mode not in MODES:
         raise ValueError(f"tilegym tuning mode: expected one of {', '.join(MODES)}; got {mode!r}")
@@ -181,9 +192,11 @@ def use(mode: str, store: TuningStore | None = None, shipped: TuningStore | None
             raise RuntimeError("tilegym tuning: a TileGym search outside its mamba2_chunk_forward")
         search_space = list(search_space)
         for source, where in ((store, "stored"), (shipped, "shipped")):
-            entry = source.get(**key)
+            entry = source.get(**key) or source.get(**{**key, "tileiras": UNRECORDED})
             if entry is not None and (config := _find(search_space, entry["config"])) is not None:
-                _log.append({**key, "source": f"{where} choice ({source.path.name}, tuned {entry['tuned_at']})",
+                under = ("" if "tileiras" in entry else
+                         f", under a tileiras it did not record; this run's is {key.get('tileiras', UNRECORDED)}")
+                _log.append({**key, "source": f"{where} choice ({source.path.name}, tuned {entry['tuned_at']}{under})",
                              "config": vars(config), "tuned_mean_us": entry["mean_us"]})
                 return _result(config, float(entry["mean_us"]))
         if mode == "cached":
