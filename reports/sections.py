@@ -402,7 +402,7 @@ def _length_scaling(record: object) -> dict[str, Any]:
     """The benchmark's two longest lengths timed again in the same rounds (``length_scaling``), per dstate and
     implementation: ns a token at each length and the ratio; or why there is none."""
     if not isinstance(record, dict):
-        return {"rows": [], "why": "not measured: the run predates the same-rounds timing of the two longest lengths"}
+        return {"rows": [], "why": "the run predates the same-rounds timing of the two longest lengths"}
     short, long = (record.get("seqlens") or [None, None])[:2]
     rows = []
     for row in record.get("rows") or []:

@@ -263,7 +263,8 @@ def test_length_scaling_times_the_two_longest_lengths_of_what_passed_at_both_in_
     del payload["length_scaling"]["rows"][1]["long_over_short"]
     with pytest.raises(SchemaError, match=r"length_scaling\.rows\[1\]\.long_over_short: expected a number"):
         check_results(json.loads(json.dumps(payload)), "benchmark.json", "benchmark")
-    assert run.length_scaling(specs[:2], cases, reps=3)["not_measured"].startswith("no implementation passed")
+    assert run.length_scaling(specs[:2], cases, reps=3)["not_measured"] == "the sweep has a single length"
+    assert run.length_scaling(specs[:4], cases[:1], reps=3)["not_measured"].startswith("no implementation passed")
 
 
 def test_compile_phase_starts_with_the_shortest_points_and_leaves_out_what_cannot_run() -> None:

@@ -334,7 +334,11 @@ def test_the_two_longest_lengths_timed_in_the_same_rounds_are_shown_per_token(ru
     suites = _suites()
     del suites["benchmark"]["length_scaling"]  # a run from before it says so
     older = _section(_render(_write_run(tmp_path / "older", suites), tmp_path / "older-out"), "times")
-    assert "not measured: the run predates the same-rounds timing of the two longest lengths" in older
+    assert "Not measured: the run predates the same-rounds timing of the two longest lengths." in older
+    suites = _suites()
+    suites["benchmark"]["length_scaling"] = {"what": "w", "rows": [], "not_measured": "not reached: interrupted"}
+    stopped = _section(_render(_write_run(tmp_path / "stopped", suites), tmp_path / "stopped-out"), "times")
+    assert "Not measured: not reached: interrupted." in stopped
 
 
 def test_where_our_time_goes_kernel_by_kernel(run_dir: Path, tmp_path: Path) -> None:

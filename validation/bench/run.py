@@ -284,8 +284,11 @@ def length_scaling(specs: list[ProblemSpec], cases: list[CaseRecord], reps: int)
     own (the same seed), on which those cases passed the float64 gate."""
     (short, long), pairs = scaling_pairs(specs, cases)
     out: dict[str, object] = {"what": LENGTH_SCALING, "seqlens": [short, long], "rows": []}
-    if not pairs:
+    if not short:
+        out.update(seqlens=[], not_measured="the sweep has a single length")
+    elif not pairs:
         out["not_measured"] = "no implementation passed the gate at the sweep's two longest lengths"
+    if not pairs:
         return out
     device = torch.device("cuda")
     for dstate, impls in pairs.items():
@@ -402,6 +405,7 @@ def main(argv: list[str] | None = None) -> int:
         for spec in specs:
             for name in args.impl:
                 results.add(_not_run(spec, name, NO_CUDA_REASON))
+        extra["length_scaling"] = {"what": LENGTH_SCALING, "rows": [], "not_measured": NO_CUDA_REASON}
         print(describe(results.write(**extra)), flush=True)
         return 0
     # A run stopped from outside (SIGTERM, Ctrl-C) still writes what it measured; the rest is not-run.
@@ -453,8 +457,8 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt as stop:
             why = str(stop) or "interrupted"
             _progress(f"benchmark: {why} after {done} of {len(specs)} points; the rest is recorded as not-run")
-            if done == len(specs) and "length_scaling" not in extra:  # stopped while timing the two lengths again
-                extra["length_scaling"] = {"what": LENGTH_SCALING, "rows": [], "not_measured": f"stopped: {why}"}
+            extra.setdefault("length_scaling", {"what": LENGTH_SCALING, "rows": [],
+                                                "not_measured": f"not reached: {why}"})
             for spec in specs[done:]:
                 for name in args.impl:
                     results.add(_not_run(spec, name, f"not reached: {why}"))
