@@ -16,6 +16,22 @@ from validation.bench.timing import Samples
 HEADLINE = dict(batch=4, seqlen=16384, nheads=8, headdim=64, ngroups=1, dstate=128, chunk_size=128, dtype="bf16")
 
 
+class _Clocks:
+    """A ClockSampler that records ``clock``: what a point's timing records of the GPU's clock, on the CPU."""
+
+    def __init__(self, clock: dict[str, object]) -> None:
+        self.clock = clock
+
+    def __enter__(self) -> _Clocks:
+        return self
+
+    def __exit__(self, *exc: object) -> bool:
+        return False
+
+    def record(self) -> dict[str, object]:
+        return self.clock
+
+
 def test_headline_floor_matches_the_design_estimate() -> None:
     """The headline shape: ~170 MB of compulsory traffic, ~22.6 GFLOP (C·Bᵀ shared by a group, causal pairs only),
     ~40 us on an H200, where the traffic decides."""
@@ -149,22 +165,12 @@ def test_a_point_times_every_run_through_the_gate_together_and_keeps_the_runs_or
         seen.update(calls=len(calls), launches=launches)
         return [KernelTimes(Samples([10.0 * (i + 1)] * reps), {"k": 10.0 * (i + 1)}) for i in range(len(calls))]
 
-    class Clocks:
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return False
-
-        def record(self):
-            return clock
-
     monkeypatch.setattr(run, "interleaved_kernel_us", interleaved)
     monkeypatch.setattr(run, "cupti_kernel_us", lambda fn, reps, device: Samples([1.0]))
     monkeypatch.setattr(run, "wall_us", lambda fn, reps, device: Samples([50.0]))
     monkeypatch.setattr(run, "first_call_s", lambda fn, device: fn() or 0.5)
     monkeypatch.setattr(run, "_warm", lambda fns, seconds: None)
-    monkeypatch.setattr(run, "ClockSampler", lambda index: Clocks())
+    monkeypatch.setattr(run, "ClockSampler", lambda index: _Clocks(clock))
     monkeypatch.setattr(run, "domain_checked", lambda *a, **k: nullcontext())
     monkeypatch.setattr(run.torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(run, "_design_floor", lambda *a: {})
@@ -231,19 +237,9 @@ def test_length_scaling_times_the_two_longest_lengths_of_what_passed_at_both_in_
         return [KernelTimes(Samples([float(n) * (0.99 if n == 256 else 1.0)] * reps), {})
                 for n in [c[1] for c in called[-len(calls):]]]
 
-    class Clocks:
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return False
-
-        def record(self):
-            return clock
-
     monkeypatch.setattr(run, "interleaved_kernel_us", interleaved)
     monkeypatch.setattr(run, "_warm", lambda fns, seconds: None)
-    monkeypatch.setattr(run, "ClockSampler", lambda index: Clocks())
+    monkeypatch.setattr(run, "ClockSampler", lambda index: _Clocks(clock))
     monkeypatch.setattr(run, "domain_checked", lambda *a, **k: nullcontext())
     monkeypatch.setattr(run.torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(run.torch.cuda, "empty_cache", lambda: None)
