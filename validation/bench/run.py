@@ -278,18 +278,21 @@ def scaling_pairs(specs: list[ProblemSpec], cases: list[CaseRecord]) -> tuple[tu
     return (short, long), pairs
 
 
+def scaling_not_measured(why: str) -> dict[str, object]:
+    """The ``length_scaling`` record of a run that timed no pair of lengths, and why."""
+    return {"what": LENGTH_SCALING, "rows": [], "not_measured": why}
+
+
 def length_scaling(specs: list[ProblemSpec], cases: list[CaseRecord], reps: int) -> dict[str, object]:
     """Per token, the sweep's longest length against the one before it, at each dstate, every implementation through
     the gate at both timed with both lengths in the same rounds (``LENGTH_SCALING``). The inputs are the point cases'
     own (the same seed), on which those cases passed the float64 gate."""
     (short, long), pairs = scaling_pairs(specs, cases)
-    out: dict[str, object] = {"what": LENGTH_SCALING, "seqlens": [short, long], "rows": []}
     if not short:
-        out.update(seqlens=[], not_measured="the sweep has a single length")
-    elif not pairs:
-        out["not_measured"] = "no implementation passed the gate at the sweep's two longest lengths"
+        return scaling_not_measured("the sweep has a single length")
+    out: dict[str, object] = {"what": LENGTH_SCALING, "seqlens": [short, long], "rows": []}
     if not pairs:
-        return out
+        return {**out, "not_measured": "no implementation passed the gate at the sweep's two longest lengths"}
     device = torch.device("cuda")
     for dstate, impls in pairs.items():
         try:
@@ -405,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
         for spec in specs:
             for name in args.impl:
                 results.add(_not_run(spec, name, NO_CUDA_REASON))
-        extra["length_scaling"] = {"what": LENGTH_SCALING, "rows": [], "not_measured": NO_CUDA_REASON}
+        extra["length_scaling"] = scaling_not_measured(NO_CUDA_REASON)
         print(describe(results.write(**extra)), flush=True)
         return 0
     # A run stopped from outside (SIGTERM, Ctrl-C) still writes what it measured; the rest is not-run.
@@ -445,8 +448,7 @@ def main(argv: list[str] | None = None) -> int:
                 results.checkpoint(ceilings=ceilings, **extra)
                 torch.cuda.empty_cache()
             if args.budget_s is not None and time.perf_counter() - start > args.budget_s:
-                extra["length_scaling"] = {"what": LENGTH_SCALING, "rows": [],
-                                           "not_measured": f"the time budget of {args.budget_s:.0f} s is spent"}
+                extra["length_scaling"] = scaling_not_measured(f"the time budget of {args.budget_s:.0f} s is spent")
             else:
                 _progress("benchmark: the two longest lengths again, in the same rounds (length_scaling)")
                 extra["length_scaling"] = length_scaling(specs, results.cases, args.reps)
@@ -457,8 +459,7 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt as stop:
             why = str(stop) or "interrupted"
             _progress(f"benchmark: {why} after {done} of {len(specs)} points; the rest is recorded as not-run")
-            extra.setdefault("length_scaling", {"what": LENGTH_SCALING, "rows": [],
-                                                "not_measured": f"not reached: {why}"})
+            extra.setdefault("length_scaling", scaling_not_measured(f"not reached: {why}"))
             for spec in specs[done:]:
                 for name in args.impl:
                     results.add(_not_run(spec, name, f"not reached: {why}"))
