@@ -30,6 +30,7 @@ from reports.runs import (
 )
 from reports.svg import IMPL_COLORS, dstate_color, speedup_chart, time_chart
 from validation.bench.clocks import slowdown, tally
+from validation.bench.tilegym_tuning import TUNE_COMMAND, TUNE_EFFECT, ran_untuned
 
 __all__ = ["IMPL_NAMES", "PEER_NAMES", "REL_STD_FLAG", "SECTIONS", "header"]
 
@@ -208,7 +209,18 @@ def verdict(run: Run) -> dict[str, Any]:
     sweep = _main_sweep(points)
     out["impls"] = [_impl_verdict(impl, points, claim_lo) for impl in PEER_NAMES]
     out["trends"] = [t for impl in PEER_NAMES if (t := _trend(impl, sweep, claim_lo))]
+    out["tilegym_untuned"] = _tilegym_untuned(run)
     return {**out, "kind": "gpu"}
+
+
+def _tilegym_untuned(run: Run) -> dict[str, Any] | None:
+    """How many timed TileGym cases ran a configuration no autotune chose (``ran_untuned``), if any: its verdict and
+    every ratio over it then stand for an untuned TileGym."""
+    tuning = run.files["benchmark"].extra.get("tilegym_tuning")
+    mode = tuning.get("mode") if isinstance(tuning, dict) else None
+    timed = [c for c in run.cases("benchmark") if c.impl == "tilegym" and kernel_median(c) is not None]
+    untuned = sum(ran_untuned(c.measured.get("tilegym_tuning"), mode) for c in timed)
+    return {"n": untuned, "of": len(timed), "command": TUNE_COMMAND, "effect": TUNE_EFFECT} if untuned else None
 
 
 # -- environment -----------------------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from validation.bench.clocks import tally
+from validation.bench.tilegym_tuning import TUNE_HINT, ran_untuned
 from validation.results import SCHEMA_VERSION, STATUSES, SUITES
 from validation.schema import CaseRecord, SchemaError
 
@@ -54,6 +55,7 @@ class SuiteFile:
     path: Path
     partial: bool
     cases: list[CaseRecord]
+    tilegym_mode: str | None = None  # the benchmark's TileGym tuning mode (its file's tilegym_tuning.mode)
 
     @property
     def label(self) -> str:
@@ -88,7 +90,9 @@ def load_file(path: Path, *, partial: bool = False) -> SuiteFile:
         records = [CaseRecord.from_dict(case, path, f"cases[{i}]") for i, case in enumerate(cases)]
     except SchemaError as err:
         raise BadResults(str(err)) from None
-    return SuiteFile(suite, path, partial, records)
+    tuning = payload.get("tilegym_tuning")
+    mode = tuning.get("mode") if isinstance(tuning, dict) else None
+    return SuiteFile(suite, path, partial, records, mode if isinstance(mode, str) else None)
 
 
 def load_run(run_dir: Path) -> list[SuiteFile]:
@@ -178,10 +182,24 @@ def report(run_dir: Path, files: list[SuiteFile], verdict: Verdict) -> str:
         lines += ["", f"FINDINGS about the peers ({', '.join(PEERS)}), {len(verdict.findings)}: recorded, do not "
                       "fail the run", *verdict.findings]
     lines += _clock_lines(files)
+    lines += _tilegym_lines(files)
     outcome = "FAILED" if verdict.failed else "passed"
     lines += ["", f"summary: {outcome}: {len(verdict.failures)} failed or crashed records of ours, "
                   f"{len(verdict.missing)} missing suites, {len(verdict.findings)} findings about the peers"]
     return "\n".join(lines)
+
+
+def _tilegym_lines(files: list[SuiteFile]) -> list[str]:
+    """How many timed TileGym cases ran a configuration no autotune chose (``ran_untuned``): never a verdict, but every
+    ratio over TileGym there compares against an untuned TileGym."""
+    timed = [(c, f.tilegym_mode) for f in files if f.suite == "benchmark" for c in f.cases
+             if c.impl == "tilegym" and c.measured.get("kernel_us") is not None]
+    untuned = sum(ran_untuned(c.measured.get("tilegym_tuning"), mode) for c, mode in timed)
+    if not untuned:
+        return []
+    return ["", f"TILEGYM UNTUNED: {untuned} of {len(timed)} timed TileGym cases ran TileGym's first config, not a "
+                "tuned choice (none stored for this GPU and stack, or autotune off): the ratios over TileGym there "
+                f"compare against an untuned TileGym; {TUNE_HINT}"]
 
 
 def _clock_lines(files: list[SuiteFile]) -> list[str]:

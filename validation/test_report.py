@@ -26,6 +26,7 @@ from reports.chromium import open_page
 from reports.markup import ReportError
 from reports.runs import load_run
 from reports.sections import SECTIONS
+from validation.bench.tilegym_tuning import FIRST_CONFIG, TUNE_COMMAND
 from validation.browser import REQUIRE_ENV, find_browser
 from validation.results import write_json_atomic
 from validation.schema import CaseRecord
@@ -573,3 +574,21 @@ def test_the_readme_block_adds_the_same_rounds_per_token_ratio_where_the_run_has
     suites = _suites()
     del suites["benchmark"]["length_scaling"]
     assert "same rounds" not in readme_table.block(_write_run(tmp_path / "older", suites))
+
+
+def test_the_verdict_says_when_tilegym_ran_untuned(run_dir: Path, tmp_path: Path) -> None:
+    """Where no TileGym choice is stored for the GPU and stack (or autotune is off), TileGym runs its first config:
+    every ratio over it compares against an untuned TileGym, so the verdict counts those cases and names the command
+    that tunes them; a run whose TileGym took stored choices says nothing of it."""
+    assert "first config" not in _section(_render(run_dir, tmp_path / "tuned"), "verdict")
+    suites = _suites()
+    timed = [c for c in suites["benchmark"]["cases"] if c["impl"] == "tilegym" and c.get("kernel_us") is not None]
+    for case in timed[:2]:
+        case["tilegym_tuning"] = [{"kernel": "compute_out_kernel", "source": FIRST_CONFIG},
+                                  {"kernel": "chunk_cumsum_kernel", "source": "shipped choice (<synthetic>)"}]
+    verdict = _section(_render(_write_run(tmp_path / "cached", suites), tmp_path / "o1"), "verdict")
+    assert f"TileGym ran its first config, not a tuned choice, in 2 of its {len(timed)} timed cases" in verdict, verdict
+    assert f"<code>{TUNE_COMMAND}</code>" in verdict, verdict
+    suites["benchmark"]["tilegym_tuning"]["mode"] = "off"
+    verdict = _section(_render(_write_run(tmp_path / "off", suites), tmp_path / "o2"), "verdict")
+    assert f"in {len(timed)} of its {len(timed)} timed cases" in verdict, verdict

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from validation.bench.tilegym_tuning import FIRST_CONFIG, TUNE_COMMAND
 from validation.results import SCHEMA_VERSION, STATUSES, SUITES, write_json_atomic
 from validation.summary import FAILED, OURS, PEERS, describe, main
 
@@ -158,3 +159,25 @@ def test_the_summary_counts_the_cases_timed_under_a_held_down_clock(tmp_path, ca
     assert "GPU CLOCK: not recorded for 1 of them: pynvml (nvidia-ml-py) is not installed" in out, out
     clean = _run(tmp_path / "clean", PASSING_SUITES)
     assert main([str(clean)]) == 0 and "GPU CLOCK" not in capsys.readouterr().out
+
+
+def test_the_summary_counts_the_tilegym_cases_that_ran_untuned(tmp_path, capsys) -> None:
+    """TileGym's first config where no choice is stored (or with autotune off) is told, never judged: the run
+    passes, and the summary counts the timed TileGym cases that ran it and names the command that tunes them."""
+    stored = [{"kernel": "compute_out_kernel", "source": "stored choice (tilegym-tuning.json, tuned <synthetic>)"}]
+    first = [{"kernel": "compute_out_kernel", "source": FIRST_CONFIG}]
+    bench = [{"id": f"bench-tilegym-{i}", "impl": "tilegym", "status": "pass", "kernel_us": {"median": 10.0},
+              "tilegym_tuning": tuning} for i, tuning in enumerate((stored, first, first))]
+    bench.append({"id": "bench-tilegym-gate", "impl": "tilegym", "status": "fail", "reason": "gate <synthetic>",
+                  "tilegym_tuning": first})  # not timed: not counted
+    run = _run(tmp_path, {**PASSING_SUITES, "benchmark": bench})
+    assert main([str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "TILEGYM UNTUNED: 2 of 3 timed TileGym cases ran TileGym's first config" in out, out
+    assert TUNE_COMMAND in out, out
+    off = _run(tmp_path / "off", {s: c for s, c in PASSING_SUITES.items() if s != "benchmark"})
+    write_json_atomic(off / "raw" / "benchmark.json", {"schema_version": SCHEMA_VERSION, "suite": "benchmark",
+                                                       "cases": bench[:1], "tilegym_tuning": {"mode": "off"}})
+    assert main([str(off)]) == 0 and "TILEGYM UNTUNED: 1 of 1 timed" in capsys.readouterr().out, "autotune off"
+    assert main([str(_run(tmp_path / "tuned", {**PASSING_SUITES, "benchmark": bench[:1]}))]) == 0
+    assert "TILEGYM" not in capsys.readouterr().out

@@ -74,7 +74,18 @@ def test_cached_without_a_choice_takes_the_first_config_and_says_so(tmp_path: Pa
         assert vars(module.forward()) == vars(SPACE[0])
     assert module.searches == 0 and not (tmp_path / "user.json").exists()
     (decision,) = tilegym_tuning.decisions(PROBLEM + " other")
-    assert decision["source"] == "no stored choice: TileGym's first config"
+    assert decision["source"] == "no stored choice: TileGym's first config" == tilegym_tuning.FIRST_CONFIG
+    assert tilegym_tuning.ran_untuned([decision], "cached"), "the case ran a config no autotune chose"
+
+
+@pytest.mark.parametrize(("decisions", "mode", "untuned"), [
+    ([{"source": "stored choice (user.json, tuned <synthetic>)"}], "cached", False),
+    ([{"source": "tuned in this run (4 configs, 1 s)"}, {"source": tilegym_tuning.FIRST_CONFIG}], "tune", True),
+    ([], "off", True),  # autotune off: TileGym's first config everywhere, and no search to log a decision
+    (None, "cached", False),  # a run before the decisions were recorded: nothing to count
+    ("not a list", None, False)])
+def test_ran_untuned_reads_a_cases_decisions_and_the_runs_mode(decisions, mode, untuned: bool) -> None:
+    assert tilegym_tuning.ran_untuned(decisions, mode) is untuned
 
 
 def test_the_shipped_table_is_used_and_never_written(tmp_path: Path) -> None:

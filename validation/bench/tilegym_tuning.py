@@ -46,12 +46,19 @@ from reference.checks import dtype_name
 from validation.bench.sweep import POINT
 from validation.results import write_json_atomic
 
-__all__ = ["MODES", "SHIPPED", "TuningStore", "current_problem", "decisions", "marked_problem", "problem_key",
-           "problem_of", "use", "user_store_path"]
+__all__ = ["FIRST_CONFIG", "MODES", "SHIPPED", "TUNE_COMMAND", "TUNE_EFFECT", "TUNE_HINT", "TuningStore",
+           "current_problem", "decisions", "marked_problem", "problem_key", "problem_of", "ran_untuned", "use",
+           "user_store_path"]
 
 MODES = ("tune", "cached", "off")
 FORMAT = "ssd-tilegym-tuning/1"
 SHIPPED = Path(__file__).with_name("tilegym_tuned.json")
+# A decision's source where no choice was stored for the key (device, versions, kernel, problem) in mode cached.
+FIRST_CONFIG = "no stored choice: TileGym's first config"
+# What turns a run's untuned TileGym cases (``ran_untuned``) into tuned ones.
+TUNE_COMMAND = "nox -s benchmark -- --impl tilegym --tilegym-tuning tune"
+TUNE_EFFECT = "tunes TileGym on this machine and stores its choices for later runs (about 5 minutes a shape on an H200)"
+TUNE_HINT = f"`{TUNE_COMMAND}` {TUNE_EFFECT}"
 
 _log: list[dict[str, object]] = []
 _problem: contextvars.ContextVar[str | None] = contextvars.ContextVar("tilegym_problem", default=None)
@@ -85,6 +92,17 @@ def marked_problem(key: str) -> Iterator[None]:
         yield
     finally:
         _problem.reset(token)
+
+
+def ran_untuned(decisions: object, mode: object) -> bool:
+    """Whether a timed TileGym case ran a configuration that no autotune chose: the run's ``mode`` is ``off``, or one
+    of the case's ``decisions`` (its ``tilegym_tuning`` record, one per kernel) found no stored choice and took
+    TileGym's first config. Its times then stand for an untuned TileGym, on a GPU or a stack the stored choices do not
+    cover (the shipped table covers the H200 that tuned it)."""
+    if mode == "off":
+        return True
+    return isinstance(decisions, list) and any(isinstance(d, dict) and d.get("source") == FIRST_CONFIG
+                                               for d in decisions)
 
 
 def user_store_path() -> Path:
@@ -200,7 +218,7 @@ def use(mode: str, store: TuningStore | None = None, shipped: TuningStore | None
                              "config": vars(config), "tuned_mean_us": entry["mean_us"]})
                 return _result(config, float(entry["mean_us"]))
         if mode == "cached":
-            _log.append({**key, "source": "no stored choice: TileGym's first config", "config": vars(search_space[0])})
+            _log.append({**key, "source": FIRST_CONFIG, "config": vars(search_space[0])})
             return _result(search_space[0], float("nan"))
         say(f"tilegym tuning: {key['kernel']} for {key['problem']}: {len(search_space)} configs ...")
         start = time.perf_counter()
