@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from validation.bench.clocks import tally
-from validation.bench.tilegym_tuning import TUNE_HINT, ran_untuned
+from validation.bench.tilegym_tuning import TUNE_HINT, untuned_count
 from validation.results import SCHEMA_VERSION, STATUSES, SUITES
 from validation.schema import CaseRecord, SchemaError
 
@@ -190,14 +190,13 @@ def report(run_dir: Path, files: list[SuiteFile], verdict: Verdict) -> str:
 
 
 def _tilegym_lines(files: list[SuiteFile]) -> list[str]:
-    """How many timed TileGym cases ran a configuration no autotune chose (``ran_untuned``): never a verdict, but every
-    ratio over TileGym there compares against an untuned TileGym."""
-    timed = [(c, f.tilegym_mode) for f in files if f.suite == "benchmark" for c in f.cases
-             if c.impl == "tilegym" and c.measured.get("kernel_us") is not None]
-    untuned = sum(ran_untuned(c.measured.get("tilegym_tuning"), mode) for c, mode in timed)
+    """How many timed TileGym cases ran a configuration no autotune chose (``untuned_count``): never a verdict, but
+    every ratio over TileGym there compares against an untuned TileGym."""
+    counts = [untuned_count(f.cases, f.tilegym_mode) for f in files if f.suite == "benchmark"]
+    untuned, timed = sum(u for u, _ in counts), sum(t for _, t in counts)
     if not untuned:
         return []
-    return ["", f"TILEGYM UNTUNED: {untuned} of {len(timed)} timed TileGym cases ran TileGym's first config, not a "
+    return ["", f"TILEGYM UNTUNED: {untuned} of {timed} timed TileGym cases ran TileGym's first config, not a "
                 "tuned choice (none stored for this GPU and stack, or autotune off): the ratios over TileGym there "
                 f"compare against an untuned TileGym; {TUNE_HINT}"]
 

@@ -38,7 +38,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -47,8 +47,8 @@ from validation.bench.sweep import POINT
 from validation.results import write_json_atomic
 
 __all__ = ["FIRST_CONFIG", "MODES", "SHIPPED", "TUNE_COMMAND", "TUNE_EFFECT", "TUNE_HINT", "TuningStore",
-           "current_problem", "decisions", "marked_problem", "problem_key", "problem_of", "ran_untuned", "use",
-           "user_store_path"]
+           "current_problem", "decisions", "marked_problem", "problem_key", "problem_of", "ran_untuned",
+           "untuned_count", "use", "user_store_path"]
 
 MODES = ("tune", "cached", "off")
 FORMAT = "ssd-tilegym-tuning/1"
@@ -103,6 +103,15 @@ def ran_untuned(decisions: object, mode: object) -> bool:
         return True
     return isinstance(decisions, list) and any(isinstance(d, dict) and d.get("source") == FIRST_CONFIG
                                                for d in decisions)
+
+
+def untuned_count(cases: Iterable[object], mode: object) -> tuple[int, int]:
+    """(untuned, timed): of the timed TileGym cases among a benchmark file's ``cases`` (results records: ``impl``,
+    ``measured``; timed: a kernel time's median recorded), how many ran a configuration no autotune chose
+    (:func:`ran_untuned`, ``mode`` the file's TileGym tuning mode)."""
+    timed = [c for c in cases if getattr(c, "impl", None) == "tilegym"
+             and isinstance(kernel := c.measured.get("kernel_us"), dict) and kernel.get("median") is not None]
+    return sum(ran_untuned(c.measured.get("tilegym_tuning"), mode) for c in timed), len(timed)
 
 
 def user_store_path() -> Path:
