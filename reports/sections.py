@@ -30,7 +30,7 @@ from reports.runs import (
 )
 from reports.svg import IMPL_COLORS, dstate_color, speedup_chart, time_chart
 from validation.bench.clocks import slowdown, tally
-from validation.bench.tilegym_tuning import TUNE_COMMAND, TUNE_EFFECT, untuned_count
+from validation.bench.tilegym_decisions import TUNE_COMMAND, TUNE_EFFECT, untuned_count
 
 __all__ = ["IMPL_NAMES", "PEER_NAMES", "REL_STD_FLAG", "SECTIONS", "header"]
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from validation.bench.clocks import tally
-from validation.bench.tilegym_tuning import TUNE_HINT, untuned_count
+from validation.bench.tilegym_decisions import TUNE_HINT, untuned_count
 from validation.results import SCHEMA_VERSION, STATUSES, SUITES
 from validation.schema import CaseRecord, SchemaError
 

@@ -17,6 +17,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,7 @@ from reports.chromium import open_page
 from reports.markup import ReportError
 from reports.runs import load_run
 from reports.sections import SECTIONS
-from validation.bench.tilegym_tuning import FIRST_CONFIG, TUNE_COMMAND
+from validation.bench.tilegym_decisions import FIRST_CONFIG, TUNE_COMMAND
 from validation.browser import REQUIRE_ENV, find_browser
 from validation.results import write_json_atomic
 from validation.schema import CaseRecord
@@ -592,3 +593,11 @@ def test_the_verdict_says_when_tilegym_ran_untuned(run_dir: Path, tmp_path: Path
     suites["benchmark"]["tilegym_tuning"]["mode"] = "off"
     verdict = _section(_render(_write_run(tmp_path / "off", suites), tmp_path / "o2"), "verdict")
     assert f"in {len(timed)} of its {len(timed)} timed cases" in verdict, verdict
+
+
+def test_the_report_renders_without_torch(tmp_path: Path) -> None:
+    """`nox -s report` installs Jinja2 alone: the report's modules and what they import must not need torch."""
+    blocked = "import sys; sys.modules['torch'] = None; import reports.render, reports.compare"
+    child = subprocess.run([sys.executable, "-c", blocked], capture_output=True, text=True,
+                           cwd=Path(__file__).parent.parent)
+    assert child.returncode == 0, child.stderr[-2000:]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from validation.bench.tilegym_tuning import FIRST_CONFIG, TUNE_COMMAND
+from validation.bench.tilegym_decisions import FIRST_CONFIG, TUNE_COMMAND
 from validation.results import SCHEMA_VERSION, STATUSES, SUITES, write_json_atomic
 from validation.summary import FAILED, OURS, PEERS, describe, main
 

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from reference import ProblemSpec
-from validation.bench import tilegym_tuning
+from validation.bench import tilegym_decisions, tilegym_tuning
 from validation.bench.tilegym_tuning import TuningStore, marked_problem, problem_key
 
 VERSIONS = {"device": "synthetic-test-gpu", "tilegym": "1.5.1", "cuda_tile": "1.5.0", "tileiras": "13.4.92"}
@@ -74,18 +74,18 @@ def test_cached_without_a_choice_takes_the_first_config_and_says_so(tmp_path: Pa
         assert vars(module.forward()) == vars(SPACE[0])
     assert module.searches == 0 and not (tmp_path / "user.json").exists()
     (decision,) = tilegym_tuning.decisions(PROBLEM + " other")
-    assert decision["source"] == "no stored choice: TileGym's first config" == tilegym_tuning.FIRST_CONFIG
-    assert tilegym_tuning.ran_untuned([decision], "cached"), "the case ran a config no autotune chose"
+    assert decision["source"] == "no stored choice: TileGym's first config" == tilegym_decisions.FIRST_CONFIG
+    assert tilegym_decisions.ran_untuned([decision], "cached"), "the case ran a config no autotune chose"
 
 
 @pytest.mark.parametrize(("decisions", "mode", "untuned"), [
     ([{"source": "stored choice (user.json, tuned <synthetic>)"}], "cached", False),
-    ([{"source": "tuned in this run (4 configs, 1 s)"}, {"source": tilegym_tuning.FIRST_CONFIG}], "tune", True),
+    ([{"source": "tuned in this run (4 configs, 1 s)"}, {"source": tilegym_decisions.FIRST_CONFIG}], "tune", True),
     ([], "off", True),  # autotune off: TileGym's first config everywhere, and no search to log a decision
     (None, "cached", False),  # a run before the decisions were recorded: nothing to count
     ("not a list", None, False)])
 def test_ran_untuned_reads_a_cases_decisions_and_the_runs_mode(decisions, mode, untuned: bool) -> None:
-    assert tilegym_tuning.ran_untuned(decisions, mode) is untuned
+    assert tilegym_decisions.ran_untuned(decisions, mode) is untuned
 
 
 def test_the_shipped_table_is_used_and_never_written(tmp_path: Path) -> None:

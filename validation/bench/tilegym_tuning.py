@@ -38,28 +38,21 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 
 from reference.checks import dtype_name
 from validation.bench.sweep import POINT
+from validation.bench.tilegym_decisions import FIRST_CONFIG
 from validation.results import write_json_atomic
 
-__all__ = ["FIRST_CONFIG", "MODES", "SHIPPED", "TUNE_COMMAND", "TUNE_EFFECT", "TUNE_HINT", "TuningStore",
-           "current_problem", "decisions", "marked_problem", "problem_key", "problem_of", "ran_untuned",
-           "untuned_count", "use", "user_store_path"]
+__all__ = ["MODES", "SHIPPED", "TuningStore", "current_problem", "decisions", "marked_problem", "problem_key",
+           "problem_of", "use", "user_store_path"]
 
 MODES = ("tune", "cached", "off")
 FORMAT = "ssd-tilegym-tuning/1"
 SHIPPED = Path(__file__).with_name("tilegym_tuned.json")
-# A decision's source where no choice was stored for the key (device, versions, kernel, problem) in mode cached.
-FIRST_CONFIG = "no stored choice: TileGym's first config"
-# What turns a run's untuned TileGym cases (``ran_untuned``) into tuned ones.
-TUNE_COMMAND = "nox -s benchmark -- --impl tilegym --tilegym-tuning tune"
-TUNE_EFFECT = "tunes TileGym on this machine and stores its choices for later runs (about 5 minutes a shape on an H200)"
-TUNE_HINT = f"`{TUNE_COMMAND}` {TUNE_EFFECT}"
-
 _log: list[dict[str, object]] = []
 _problem: contextvars.ContextVar[str | None] = contextvars.ContextVar("tilegym_problem", default=None)
 
@@ -92,26 +85,6 @@ def marked_problem(key: str) -> Iterator[None]:
         yield
     finally:
         _problem.reset(token)
-
-
-def ran_untuned(decisions: object, mode: object) -> bool:
-    """Whether a timed TileGym case ran a configuration that no autotune chose: the run's ``mode`` is ``off``, or one
-    of the case's ``decisions`` (its ``tilegym_tuning`` record, one per kernel) found no stored choice and took
-    TileGym's first config. Its times then stand for an untuned TileGym, on a GPU or a stack the stored choices do not
-    cover (the shipped table covers the H200 that tuned it)."""
-    if mode == "off":
-        return True
-    return isinstance(decisions, list) and any(isinstance(d, dict) and d.get("source") == FIRST_CONFIG
-                                               for d in decisions)
-
-
-def untuned_count(cases: Iterable[object], mode: object) -> tuple[int, int]:
-    """(untuned, timed): of the timed TileGym cases among a benchmark file's ``cases`` (results records: ``impl``,
-    ``measured``; timed: a kernel time's median recorded), how many ran a configuration no autotune chose
-    (:func:`ran_untuned`, ``mode`` the file's TileGym tuning mode)."""
-    timed = [c for c in cases if getattr(c, "impl", None) == "tilegym"
-             and isinstance(kernel := c.measured.get("kernel_us"), dict) and kernel.get("median") is not None]
-    return sum(ran_untuned(c.measured.get("tilegym_tuning"), mode) for c in timed), len(timed)
 
 
 def user_store_path() -> Path:

@@ -1,0 +1,40 @@
+"""What the TileGym decisions of a benchmark file say: whether a timed TileGym case ran a configuration that no
+autotune chose, and what turns such cases into tuned ones.
+
+``validation.bench.tilegym_tuning`` writes each case's decisions (``tilegym_tuning``, one per kernel, each with its
+``source``); the run's summary and the report's verdict read them here. Imports nothing but the standard library, so
+that the report renders where only Jinja2 is installed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+__all__ = ["FIRST_CONFIG", "TUNE_COMMAND", "TUNE_EFFECT", "TUNE_HINT", "ran_untuned", "untuned_count"]
+
+# A decision's source where no choice was stored for the key (device, versions, kernel, problem) in mode cached.
+FIRST_CONFIG = "no stored choice: TileGym's first config"
+# What turns a run's untuned TileGym cases (``ran_untuned``) into tuned ones.
+TUNE_COMMAND = "nox -s benchmark -- --impl tilegym --tilegym-tuning tune"
+TUNE_EFFECT = "tunes TileGym on this machine and stores its choices for later runs (about 5 minutes a shape on an H200)"
+TUNE_HINT = f"`{TUNE_COMMAND}` {TUNE_EFFECT}"
+
+
+def ran_untuned(decisions: object, mode: object) -> bool:
+    """Whether a timed TileGym case ran a configuration that no autotune chose: the run's ``mode`` is ``off``, or one
+    of the case's ``decisions`` (its ``tilegym_tuning`` record, one per kernel) found no stored choice and took
+    TileGym's first config. Its times then stand for an untuned TileGym, on a GPU or a stack the stored choices do not
+    cover (the shipped table covers the H200 that tuned it)."""
+    if mode == "off":
+        return True
+    return isinstance(decisions, list) and any(isinstance(d, dict) and d.get("source") == FIRST_CONFIG
+                                               for d in decisions)
+
+
+def untuned_count(cases: Iterable[object], mode: object) -> tuple[int, int]:
+    """(untuned, timed): of the timed TileGym cases among a benchmark file's ``cases`` (results records: ``impl``,
+    ``measured``; timed: a kernel time's median recorded), how many ran a configuration no autotune chose
+    (:func:`ran_untuned`, ``mode`` the file's TileGym tuning mode)."""
+    timed = [c for c in cases if getattr(c, "impl", None) == "tilegym"
+             and isinstance(kernel := c.measured.get("kernel_us"), dict) and kernel.get("median") is not None]
+    return sum(ran_untuned(c.measured.get("tilegym_tuning"), mode) for c in timed), len(timed)
