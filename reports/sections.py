@@ -30,7 +30,7 @@ from reports.runs import (
 )
 from reports.svg import IMPL_COLORS, dstate_color, speedup_chart, time_chart
 from validation.bench.clocks import slowdown, tally
-from validation.bench.tilegym_decisions import TUNE_COMMAND, TUNE_EFFECT, untuned_count
+from validation.bench.tilegym_decisions import TUNE_COMMAND, TUNE_EFFECT, UNTUNED_WHY, untuned_count
 
 __all__ = ["IMPL_NAMES", "PEER_NAMES", "REL_STD_FLAG", "SECTIONS", "header"]
 
@@ -216,9 +216,9 @@ def verdict(run: Run) -> dict[str, Any]:
 def _tilegym_untuned(run: Run) -> dict[str, Any] | None:
     """How many timed TileGym cases ran a configuration no autotune chose (``untuned_count``), if any: its verdict and
     every ratio over it then stand for an untuned TileGym."""
-    tuning = run.files["benchmark"].extra.get("tilegym_tuning")
-    untuned, timed = untuned_count(run.cases("benchmark"), tuning.get("mode") if isinstance(tuning, dict) else None)
-    return {"n": untuned, "of": timed, "command": TUNE_COMMAND, "effect": TUNE_EFFECT} if untuned else None
+    untuned, timed = untuned_count(run.cases("benchmark"), run.files["benchmark"].extra.get("tilegym_tuning"))
+    return ({"n": untuned, "of": timed, "why": UNTUNED_WHY, "command": TUNE_COMMAND, "effect": TUNE_EFFECT}
+            if untuned else None)
 
 
 # -- environment -----------------------------------------------------------------------------------------------

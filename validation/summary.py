@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from validation.bench.clocks import tally
-from validation.bench.tilegym_decisions import TUNE_HINT, untuned_count
+from validation.bench.tilegym_decisions import TUNE_HINT, UNTUNED_WHY, untuned_count
 from validation.results import SCHEMA_VERSION, STATUSES, SUITES
 from validation.schema import CaseRecord, SchemaError
 
@@ -55,7 +55,7 @@ class SuiteFile:
     path: Path
     partial: bool
     cases: list[CaseRecord]
-    tilegym_mode: str | None = None  # the benchmark's TileGym tuning mode (its file's tilegym_tuning.mode)
+    tilegym_tuning: object = None  # the benchmark file's own tilegym_tuning record (its mode, what it means)
 
     @property
     def label(self) -> str:
@@ -90,9 +90,7 @@ def load_file(path: Path, *, partial: bool = False) -> SuiteFile:
         records = [CaseRecord.from_dict(case, path, f"cases[{i}]") for i, case in enumerate(cases)]
     except SchemaError as err:
         raise BadResults(str(err)) from None
-    tuning = payload.get("tilegym_tuning")
-    mode = tuning.get("mode") if isinstance(tuning, dict) else None
-    return SuiteFile(suite, path, partial, records, mode if isinstance(mode, str) else None)
+    return SuiteFile(suite, path, partial, records, payload.get("tilegym_tuning"))
 
 
 def load_run(run_dir: Path) -> list[SuiteFile]:
@@ -192,13 +190,13 @@ def report(run_dir: Path, files: list[SuiteFile], verdict: Verdict) -> str:
 def _tilegym_lines(files: list[SuiteFile]) -> list[str]:
     """How many timed TileGym cases ran a configuration no autotune chose (``untuned_count``): never a verdict, but
     every ratio over TileGym there compares against an untuned TileGym."""
-    counts = [untuned_count(f.cases, f.tilegym_mode) for f in files if f.suite == "benchmark"]
+    counts = [untuned_count(f.cases, f.tilegym_tuning) for f in files if f.suite == "benchmark"]
     untuned, timed = sum(u for u, _ in counts), sum(t for _, t in counts)
     if not untuned:
         return []
     return ["", f"TILEGYM UNTUNED: {untuned} of {timed} timed TileGym cases ran TileGym's first config, not a "
-                "tuned choice (none stored for this GPU and stack, or autotune off): the ratios over TileGym there "
-                f"compare against an untuned TileGym; {TUNE_HINT}"]
+                f"tuned choice ({UNTUNED_WHY}): the ratios over TileGym there compare against an untuned TileGym; "
+                f"{TUNE_HINT}"]
 
 
 def _clock_lines(files: list[SuiteFile]) -> list[str]:

@@ -9,8 +9,12 @@ that the report renders where only Jinja2 is installed.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-__all__ = ["FIRST_CONFIG", "TUNE_COMMAND", "TUNE_EFFECT", "TUNE_HINT", "ran_untuned", "untuned_count"]
+if TYPE_CHECKING:
+    from validation.schema import CaseRecord
+
+__all__ = ["FIRST_CONFIG", "TUNE_COMMAND", "TUNE_EFFECT", "TUNE_HINT", "UNTUNED_WHY", "ran_untuned", "untuned_count"]
 
 # A decision's source where no choice was stored for the key (device, versions, kernel, problem) in mode cached.
 FIRST_CONFIG = "no stored choice: TileGym's first config"
@@ -18,6 +22,8 @@ FIRST_CONFIG = "no stored choice: TileGym's first config"
 TUNE_COMMAND = "nox -s benchmark -- --impl tilegym --tilegym-tuning tune"
 TUNE_EFFECT = "tunes TileGym on this machine and stores its choices for later runs (about 5 minutes a shape on an H200)"
 TUNE_HINT = f"`{TUNE_COMMAND}` {TUNE_EFFECT}"
+# Why a case ran untuned, as the summary and the report say it.
+UNTUNED_WHY = "no choice stored for this GPU and stack, or autotune off"
 
 
 def ran_untuned(decisions: object, mode: object) -> bool:
@@ -31,10 +37,11 @@ def ran_untuned(decisions: object, mode: object) -> bool:
                                                for d in decisions)
 
 
-def untuned_count(cases: Iterable[object], mode: object) -> tuple[int, int]:
-    """(untuned, timed): of the timed TileGym cases among a benchmark file's ``cases`` (results records: ``impl``,
-    ``measured``; timed: a kernel time's median recorded), how many ran a configuration no autotune chose
-    (:func:`ran_untuned`, ``mode`` the file's TileGym tuning mode)."""
-    timed = [c for c in cases if getattr(c, "impl", None) == "tilegym"
+def untuned_count(cases: Iterable[CaseRecord], tuning: object) -> tuple[int, int]:
+    """(untuned, timed): of the timed TileGym cases among a benchmark file's ``cases`` (a kernel time's median
+    recorded), how many ran a configuration no autotune chose (:func:`ran_untuned`); ``tuning`` is the file's own
+    ``tilegym_tuning`` record, whose ``mode`` holds for all of them."""
+    mode = tuning.get("mode") if isinstance(tuning, dict) else None
+    timed = [c for c in cases if c.impl == "tilegym"
              and isinstance(kernel := c.measured.get("kernel_us"), dict) and kernel.get("median") is not None]
     return sum(ran_untuned(c.measured.get("tilegym_tuning"), mode) for c in timed), len(timed)

@@ -53,6 +53,7 @@ __all__ = ["MODES", "SHIPPED", "TuningStore", "current_problem", "decisions", "m
 MODES = ("tune", "cached", "off")
 FORMAT = "ssd-tilegym-tuning/1"
 SHIPPED = Path(__file__).with_name("tilegym_tuned.json")
+
 _log: list[dict[str, object]] = []
 _problem: contextvars.ContextVar[str | None] = contextvars.ContextVar("tilegym_problem", default=None)
 
