@@ -27,31 +27,21 @@ def _chunk_cumsum_kernel(
     w: ct.Array,                 # out (batch, nheads, nchunks * CHUNK) fp32 if WEIGHTS
     CHUNK: ct.Constant[int],
     BLOCK_H: ct.Constant[int],
-    CHUNKS: ct.Constant[int],
-    HEADS_FIRST: ct.Constant[bool],
     WEIGHTS: ct.Constant[bool],
 ):
-    """Grid (cdiv(nchunks, CHUNKS), cdiv(nheads, BLOCK_H), batch), or with HEADS_FIRST its first two axes swapped:
-    CHUNKS consecutive chunks of BLOCK_H heads of one sequence. WEIGHTS: also the per-token weight of the chunk state,
-    w = exp2(g_last - g) * dt (g_last the chunk's last cumsum)."""
-    if HEADS_FIRST:
-        head_tile, chunk_tile = ct.bid(0), ct.bid(1)
-    else:
-        chunk_tile, head_tile = ct.bid(0), ct.bid(1)
-    b = ct.bid(2)
-    span = CHUNKS * CHUNK
+    """Grid (nchunks, cdiv(nheads, BLOCK_H), batch): one chunk of BLOCK_H heads of one sequence. WEIGHTS: also the
+    per-token weight of the chunk state, w = exp2(g_last - g) * dt (g_last the chunk's last cumsum)."""
+    chunk, head_tile, b = ct.bid(0), ct.bid(1), ct.bid(2)
     # Read dt transposed (heads x tokens); zero padding covers the ragged tail and the last head tile.
-    dt_tile = ct.load(dt, (b, head_tile, chunk_tile), shape=(1, BLOCK_H, span), order=(0, 2, 1),
+    dt_tile = ct.load(dt, (b, head_tile, chunk), shape=(1, BLOCK_H, CHUNK), order=(0, 2, 1),
                       padding_mode=ct.PaddingMode.ZERO)
     A_tile = ct.load(A, (head_tile,), shape=(BLOCK_H,), padding_mode=ct.PaddingMode.ZERO)
-    a_dt = (dt_tile * (A_tile * LOG2E).reshape((1, BLOCK_H, 1))).reshape((BLOCK_H, CHUNKS, CHUNK))
-    g_tile = ct.cumsum(a_dt, axis=2)  # along each chunk's tokens, never across chunks
-    ct.store(g, (b, head_tile, chunk_tile), g_tile.reshape((1, BLOCK_H, span)))
-    ct.store(dtT, (b, head_tile, chunk_tile), dt_tile)
+    g_tile = ct.cumsum(dt_tile * (A_tile * LOG2E).reshape((1, BLOCK_H, 1)), axis=2)
+    ct.store(g, (b, head_tile, chunk), g_tile)
+    ct.store(dtT, (b, head_tile, chunk), dt_tile)
     if WEIGHTS:
-        g_last = ct.extract(g_tile, (0, 0, CHUNK - 1), shape=(BLOCK_H, CHUNKS, 1))
-        weights = chunk_state_weight(g_tile, g_last, dt_tile.reshape((BLOCK_H, CHUNKS, CHUNK)))
-        ct.store(w, (b, head_tile, chunk_tile), weights.reshape((1, BLOCK_H, span)))
+        g_last = ct.extract(g_tile, (0, 0, CHUNK - 1), shape=(1, BLOCK_H, 1))
+        ct.store(w, (b, head_tile, chunk), chunk_state_weight(g_tile, g_last, dt_tile))
 
 
 def _chunk_cumsum_args(dt, A, g, dtT, w, cfg: ChunkCumsumConfig, chunk_size: int, weights: bool) -> tuple:
@@ -63,8 +53,6 @@ def _chunk_cumsum_args(dt, A, g, dtT, w, cfg: ChunkCumsumConfig, chunk_size: int
         w,
         chunk_size,
         cfg.block_h,
-        cfg.chunks,
-        cfg.heads_first,
         weights,
     )
 
@@ -86,8 +74,7 @@ def chunk_cumsum(dt: torch.Tensor, A: torch.Tensor, *, chunk_size: int, cfg: Chu
     nchunks = -(-seqlen // chunk_size)
     g, dtT = cumsum_buffers(dt, chunk_size)
     w = empty(g.shape, dtype=torch.float32, device=dt.device) if weights else None
-    chunk_tiles, head_tiles = -(-nchunks // cfg.chunks), -(-nheads // cfg.block_h)
-    grid = (head_tiles, chunk_tiles, batch) if cfg.heads_first else (chunk_tiles, head_tiles, batch)
+    grid = (nchunks, -(-nheads // cfg.block_h), batch)
     # Without ``weights`` the kernel never writes ``w``: any array of its shape stands in.
     args = _chunk_cumsum_args(dt, A, g, dtT, w if weights else dtT, cfg, chunk_size, weights)
     launch = plan_launch(_chunk_cumsum_kernel, grid, args, occupancy=cfg.occupancy, int64_everywhere=int64_everywhere)

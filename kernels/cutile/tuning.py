@@ -154,8 +154,6 @@ def _next_pow2(n: int) -> int:
 class ChunkCumsumConfig:
     block_h: int              # heads per program
     occupancy: int | None = None
-    chunks: int = 1           # consecutive chunks per program
-    heads_first: bool = False  # the grid's first (fastest-launched) axis runs over head tiles, not chunks
 
 
 @dataclass(frozen=True)

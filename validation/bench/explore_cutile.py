@@ -252,17 +252,6 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
         cand = dataclasses.replace(cs, block_h=min(block_h, cs.block_h), occupancy=occupancy)
         if cand != cs:
             out.append(one(f"cumsum h{cand.block_h} occ{occupancy}", "default", "chunk_cumsum", cand))
-    # Several consecutive chunks a program (fewer, larger programs: each reads and writes CHUNKS times the tokens),
-    # all heads of a token (its whole row of dt) or four, and the grid's first axis over chunks or over head tiles
-    # (heads first: the programs that read one token's row of dt launched side by side).
-    for block_h in (4, 8):
-        for chunks in (1, 2, 4, 8):
-            for heads_first in (False, True):
-                cand = dataclasses.replace(cs, block_h=min(block_h, tuning._next_pow2(spec.nheads)), chunks=chunks,
-                                           heads_first=heads_first)
-                if cand != cs:
-                    out.append(one(f"cumsum h{cand.block_h} c{chunks}{' hf' if heads_first else ''}", "default",
-                                   "chunk_cumsum", cand))
     # The serial walk in segments, each after the first summing the chunks before it (``_prefix_state``) and then
     # walking its own: twice (or four times) the programs, each chain a half (a quarter) as long.
     for segments in (1, 2, 4):
