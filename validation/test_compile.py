@@ -11,9 +11,11 @@ import glob
 import importlib.util
 import inspect
 import os
+import re
 import subprocess
 from collections import Counter
 from concurrent.futures import Future
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -135,6 +137,74 @@ def test_bf16_matmuls_lower_to_hgmma_on_sm90(kernel_name, cubins) -> None:
         path = cubins[("sm_90", spec.name, kernel_name, 0, "default")].result()
         sass = subprocess.run([_cuobjdump(), "-sass", str(path)], check=True, capture_output=True, text=True).stdout
         assert "HGMMA" in sass, f"{kernel_name} ({spec.name}) has no HGMMA in its sm_90 SASS"
+
+
+@dataclass(frozen=True)
+class _SM:
+    """What one SM holds: the same for compute capabilities 9.0 and 10.x (CUDA C++ Programming Guide, "Technical
+    Specifications per Compute Capability")."""
+
+    registers: int = 64 * 1024
+    register_unit: int = 256  # a warp's registers are allocated in units of this many
+    shared: int = 228 * 1024  # with the system's 1 KB a program, which cuobjdump's SHARED counts
+    threads: int = 2048
+    programs: int = 32
+
+
+_SMS = {"sm_90": _SM(), "sm_100": _SM(), "sm_103": _SM()}
+
+
+def _resources(path: Path) -> tuple[int, int, int]:
+    """(threads, registers a thread, shared memory bytes) of a cubin's one kernel, as cuobjdump reads them (the
+    shared memory with the 1 KB a program that the system reserves)."""
+    usage = subprocess.run([_cuobjdump(), "-res-usage", str(path)], check=True, capture_output=True, text=True).stdout
+    elf = subprocess.run([_cuobjdump(), "-elf", str(path)], check=True, capture_output=True, text=True).stdout
+    registers, shared = re.search(r"REG:(\d+) .*SHARED:(\d+)", usage).groups()
+    threads = re.search(r"EIATTR_REQNTID\s+Format:\s+\S+\s+Value:\s+(0x[0-9a-f]+) 0x1 0x1", elf)
+    assert threads, f"{path.name}: no one-dimensional EIATTR_REQNTID in cuobjdump -elf"
+    return int(threads.group(1), 16), int(registers), int(shared)
+
+
+def programs_an_sm(threads: int, registers: int, shared: int, sm: _SM) -> int:
+    """How many programs of a kernel of these resources one SM holds at once."""
+    warps = -(-threads // 32)
+    per_warp = -(-registers * 32 // sm.register_unit) * sm.register_unit
+    by_shared = sm.shared // shared if shared else sm.programs
+    return min(sm.threads // threads, sm.registers // (warps * per_warp), by_shared, sm.programs)
+
+
+def test_programs_an_sm_counts_each_limit() -> None:
+    sm = _SM()
+    assert programs_an_sm(256, 128, 96904, sm) == 2  # sm_90's chunk_out at occupancy 2: registers and shared memory
+    assert programs_an_sm(384, 168, 92828, sm) == 1  # sm_100's: 384 threads of 168 registers fill the file
+    assert programs_an_sm(256, 64, 51884, sm) == 4   # a local walk at occupancy 4
+    assert programs_an_sm(128, 32, 0, sm) == 16      # threads
+    assert programs_an_sm(32, 16, 0, sm) == 32       # the cap
+    assert programs_an_sm(256, 128, 116 * 1024, sm) == 1  # shared memory: two of 116 KB do not fit
+    assert programs_an_sm(256, 128, 228 * 1024, sm) == 1
+    assert programs_an_sm(256, 128, 228 * 1024 + 1, sm) == 0
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_kernels_fit_the_programs_an_sm_they_ask_for(arch, cubins) -> None:
+    """The occupancy a configuration asks for is a hint the compiler may not meet: each exported kernel's threads,
+    registers and shared memory must let an SM hold that many programs (one without a hint), so that a choice made
+    on one GPU, or scaled to another (kernels.cutile.tuning), runs as its configuration says."""
+    from kernels.cutile.export import launches
+    from kernels.cutile.tuning import VARIANTS
+
+    short = []
+    for case in [c for c in _CASES if c[0] == arch]:
+        _, spec, kernel_name, which, variant = case
+        kernel = [k for _, k, _ in launches(arch, (spec,), VARIANTS[variant])
+                  if k._pyfunc.__name__ == kernel_name][which]
+        asked = kernel._compiler_options.occupancy or 1
+        threads, registers, shared = _resources(cubins[(arch, spec.name, kernel_name, which, variant)].result())
+        held = programs_an_sm(threads, registers, shared, _SMS[arch])
+        if held < asked:
+            short.append(f"{_case_id(case)}: asks for {asked} programs an SM, holds {held} ({threads} threads, "
+                         f"{registers} registers a thread, {shared} bytes of shared memory)")
+    assert not short, "\n".join(short)
 
 
 @pytest.mark.parametrize("stage", ["chunk_cumsum", "state_pass", "segment_scan", "segment_apply",

@@ -281,6 +281,30 @@ def test_the_default_at_4096_tokens_and_dstate_64_is_two_segments_unless_an_init
     assert traffic == 3 * 2 * tokens * 8 * 4 + weights + 2 * elems * 2 + elems // 2 * 4 + 2 * seg
 
 
+@pytest.mark.parametrize("arch", ["sm_100", "sm_103"])
+def test_blackwell_takes_the_h200s_state_pass_at_every_point_of_the_benchmark(arch) -> None:
+    # A walk of 128 programs (the benchmark's batch at dstate 64) is one an SM on the H200 and on 148 SMs alike: the
+    # chooser's serial-or-segmented choice, measured on the H200, must not flip on the SM count (it did: serial at
+    # 4K-16K tokens and the segmented pass with its completion launch from 32K on sm_100 and sm_103).
+    for dstate in (64, 128, 256, 512):
+        for seqlen in (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144):
+            dims = SSDDims(4, seqlen, 8, 64, 1, dstate)
+            for h0 in (False, True):
+                assert (tuning.state_pass_kind(arch, dims, torch.bfloat16, 128, h0)
+                        == tuning.state_pass_kind("sm_90", dims, torch.bfloat16, 128, h0)), (seqlen, dstate, h0)
+    # With fewer programs than half the SMs (batch 1) the segmented pass gives the walk's missing programs there too.
+    assert tuning.state_pass_kind(arch, SSDDims(1, 65536, 8, 64, 1, 64), torch.bfloat16, 128) == "segmented"
+
+
+def test_chunk_out_asks_for_the_programs_an_sm_tileiras_builds_it_for() -> None:
+    # sm_90: two programs of 256 threads; sm_100 and sm_103: one of 384 threads at up to 168 registers, whatever the
+    # hint (validation/test_compile.py reads both from the exports).
+    dims = SSDDims(4, 16384, 8, 64, 1, 128)
+    occupancy = {arch: tuning.chunk_out_config(arch, dims, torch.bfloat16, 128).occupancy
+                 for arch in ("sm_90", "sm_100", "sm_103")}
+    assert occupancy == {"sm_90": 2, "sm_100": 1, "sm_103": 1}
+
+
 def _same_view(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Whether two tensors (meta ones too, whose data_ptr is 0) view the same elements of the same base."""
     base_a, base_b = (a if a._base is None else a._base), (b if b._base is None else b._base)

@@ -23,9 +23,19 @@ from reference.checks import SSDDims
 # walk). On the H200 (sm_90, 132 SMs), where they were measured: about 2 and 4 per SM (both walks at occupancy
 # 2 and 4, so that each program's chain of dependent chunk steps is hidden behind the others'). The B200 (sm_100)
 # and B300 (sm_103) have 148 SMs: the H200's figures scaled by 148/132, compile-checked on the CPU
-# (validation/test_compile.py), not measured. An architecture not listed gets the H200's.
+# (validation/test_compile.py), not measured. An architecture not listed gets the H200's (and its SM count).
 TARGET_PROGRAMS = {"sm_90": (256, 512), "sm_100": (288, 576), "sm_103": (288, 576)}
+SM_COUNT = {"sm_90": 132, "sm_100": 148, "sm_103": 148}
 _MAX_SEGMENT_CHUNKS = 64
+
+
+def _walk_fills_the_gpu(arch: str, programs: int) -> bool:
+    """Whether a serial walk of ``programs`` programs has about one an SM or more: at least three quarters of the
+    SMs. Where the choices below were measured (the H200, batch 4 and 8 heads), the walk had 128 programs on 132 SMs;
+    the B200 and B300 (148 SMs) get that batch's choices too, since a walk of at most one program an SM takes the
+    same time whatever the number of SMs left idle. On the H200 the band changes nothing for a grid of whole batches
+    of 8 heads (96 programs < 99 <= 128)."""
+    return 4 * programs >= 3 * SM_COUNT.get(arch, SM_COUNT["sm_90"])
 
 
 @dataclass(frozen=True)
@@ -248,9 +258,10 @@ def chunk_cumsum_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size
 def _segmented_out(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int, initial_state: bool = False) -> bool:
     """Where the segmented pass, its local walks reading the cumsum's weights and chunk_out completing the chunk
     states (no completion launch, the variant segmented-out), measured faster than the serial walk: 16-bit inputs at
-    dstate 64 and chunk 128 from 32 chunks, where the serial walk's grid has about one program an SM: the default
-    there (``state_pass_kind``), with the segmented pass's tiles chosen for it (``segment_state_config``). On the
-    H200 (batch 4, 8 heads, headdim 64, bf16, eight segments of 64-wide tiles) the forward took 86.4 against 88.4 us at
+    dstate 64 and chunk 128 from 32 chunks, where the serial walk's grid has about one program an SM
+    (``_walk_fills_the_gpu``): the default there (``state_pass_kind``), with the segmented pass's tiles chosen for it
+    (``segment_state_config``). On the H200 (batch 4, 8 heads, headdim 64, bf16, eight segments of 64-wide tiles)
+    the forward took 86.4 against 88.4 us at
     8192 tokens, 152.2 against 164.5 at 16384, 280.4 against 314.7 at 32768, 535.9 against 613.3 at 65536 and 1055.2
     against 1210.2 at 131072; at 4096 tokens 50.9 against 49.3 (slower), and at dstate 128 and 256 slower at every
     length measured (196.7 against 193.0 at 16384 x 128: chunk_out's extra product costs more than the walk saves there)
@@ -265,7 +276,7 @@ def _segmented_out(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int
     if nchunks < 64 and initial_state:
         return False
     walk = state_pass_config(arch, dims, dtype, chunk_size)
-    return _walk_programs(dims, walk.block_p, walk.block_n) >= TARGET_PROGRAMS.get(arch, TARGET_PROGRAMS["sm_90"])[0] // 2
+    return _walk_fills_the_gpu(arch, _walk_programs(dims, walk.block_p, walk.block_n))
 
 
 def state_pass_kind(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int,
@@ -282,12 +293,12 @@ def state_pass_kind(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: in
     (from there segmented-out, above), its g and dt loads hinted (``_SCALAR_LATENCY``: 16384 tokens, 185.7 vs 190.9 us
     segmented; 8192: 101.3 vs 106.9; 4096: 55.7 vs 61.6; 2048: 32.4 vs 39.0; explore_cutile, 2026-12-02,
     reports/published/0.1.0+20261202T011403Z-069a45f/explore-2*), and past 128 chunks too for 16-bit inputs whose walk
-    has as many programs as where that was measured (128, one an SM on the H200: 32768 tokens, 317.6 vs 335.2; 65536:
-    621.2 vs 647.0; 131072: 1233.7 vs 1267.6; 262144: 2430.1 vs 2506.8; explore_cutile, 2026-12-02,
-    reports/published/0.1.0+20261202T144500Z-0039de8/explore-d64-serial.json). With fewer (batch 1, say) and for fp32,
-    past 128 chunks the segmented pass, whose segments give the GPU the programs the walk lacks. fp32 inputs, whose walk
-    is not swapped, keep the segmented pass at dstate 512 (measured on bf16 before the swap: 758 vs 824 us at 16384
-    tokens).
+    has about as many programs as where that was measured (``_walk_fills_the_gpu``; 128, one an SM on the H200: 32768
+    tokens, 317.6 vs 335.2; 65536: 621.2 vs 647.0; 131072: 1233.7 vs 1267.6; 262144: 2430.1 vs 2506.8;
+    explore_cutile, 2026-12-02, reports/published/0.1.0+20261202T144500Z-0039de8/explore-d64-serial.json). With fewer
+    (batch 1, say) and for fp32, past 128 chunks the segmented pass, whose segments give the GPU the programs the walk
+    lacks. fp32 inputs, whose walk is not swapped, keep the segmented pass at dstate 512 (measured on bf16 before the
+    swap: 758 vs 824 us at 16384 tokens).
     """
     nchunks = -(-dims.seqlen // chunk_size)
     if _segmented_out(arch, dims, dtype, chunk_size, initial_state):
@@ -298,8 +309,7 @@ def state_pass_kind(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: in
         return "serial"
     if dims.dstate <= 64 and dtype in (torch.bfloat16, torch.float16):
         walk = state_pass_config(arch, dims, dtype, chunk_size)
-        target = TARGET_PROGRAMS.get(arch, TARGET_PROGRAMS["sm_90"])[0]
-        if _walk_programs(dims, walk.block_p, walk.block_n) >= target // 2:
+        if _walk_fills_the_gpu(arch, _walk_programs(dims, walk.block_p, walk.block_n)):
             return "serial"
     return "segmented"
 
@@ -496,18 +506,23 @@ def chunk_out_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: i
     # us at (4096 tokens, dstate 64), 39.5 against 41.9 at 128 (1024 programs, about four a slot), but 57.8 against
     # 57.0 at (8192, 64) and 78.5 against 77.1 at (8192, 128) (2048 programs) (explore_cutile, 2026-12-03,
     # reports/published/0.1.0+20261203T170540Z-36f5459; at 4096 x 64 again 29.7-29.9 against 30.1-30.2 in three
-    # repeats, 0.1.0+20261203T172220Z-5a36b8e): so for grids of at most four programs a slot.
+    # repeats, 0.1.0+20261203T172220Z-5a36b8e): so for grids of at most four programs a slot (an SM holds
+    # ``occupancy`` slots).
+    # On sm_100 and sm_103, tileiras 13.4 builds chunk_out as 384 threads of up to 168 registers (64,512 of the SM's
+    # 65,536) whatever the hint (an occupancy of 2 to 4 or four worker warps gave the same SASS in the CPU export, eight
+    # worker warps 80 registers and 149 local-memory stores): one program an SM there, which the configuration says
+    # (validation/test_compile.py checks every kernel against its SM's registers, threads and shared memory). No
+    # Blackwell GPU has measured what that costs.
+    occupancy = 1 if arch in ("sm_100", "sm_103") else 2
     programs = dims.batch * dims.nheads * (dims.headdim // block_p) * -(-dims.seqlen // block_m)
-    heavy_first = programs <= 4 * TARGET_PROGRAMS.get(arch, TARGET_PROGRAMS["sm_90"])[0]
+    heavy_first = programs <= 4 * occupancy * SM_COUNT.get(arch, SM_COUNT["sm_90"])
     if dtype in (torch.bfloat16, torch.float16):
         # C loaded once (c_once): chunk_out 131 -> 120 us at (16384 tokens, dstate 128) and 289 -> 231 us at dstate
         # 512 on the H200 (benchmark, variant c-twice, 2026-12-01).
         # Occupancy 2: 357 -> 277 us at (16384 tokens, dstate 128) and 905 -> 849 us at dstate 512 on the H200
         # (validation/bench/explore_cutile.py, 2026-11-30). 64-wide dstate steps since C is loaded once: 226 ->
         # 214 us at dstate 512, 157 -> 151 at 256, 120 -> 119 at 128 (16384 tokens), 19 -> 16 us at (1024, 512)
-        # (explore_cutile, 2026-12-01). fp32 (tf32) keeps occupancy 1 until it is measured. On sm_100 the CPU export
-        # of this configuration takes 168 registers and 183 KB of shared memory a program (sm_90: 128 and 108 KB),
-        # so two programs cannot share an SM there; no Blackwell GPU has measured what to choose instead.
+        # (explore_cutile, 2026-12-01). fp32 (tf32) keeps the compiler's choice until it is measured.
         # Up to dstate 128, 32-wide dstate steps and a latency hint of 2: chunk_out 92.4 -> 89.9 us at (16384 tokens,
         # dstate 64), 26.6 -> 25.8 at 4096, 49.7 -> 47.7 at 8192, 344.0 -> 332.5 at 65536; at dstate 128 110.0 ->
         # 109.8 (16384), 31.7 -> 30.3 (4096), 58.4 -> 58.3 (8192), 404.4 -> 395.5 (65536); at 256 1.5-2.9% slower
@@ -520,9 +535,9 @@ def chunk_out_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: i
         # (explore_cutile, 2026-12-04, reports/published/0.1.0+20261204T011205Z-e3ea881): the compiler's stays.
         if dims.dstate <= 128:
             return ChunkOutConfig(block_m=block_m, block_p=block_p, block_n=min(dims.dstate, 32), latency=2,
-                                  occupancy=2, heavy_first=heavy_first, state_latency=2)
-        return ChunkOutConfig(block_m=block_m, block_p=block_p, block_n=min(dims.dstate, 64), latency=4, occupancy=2,
-                              heavy_first=heavy_first)
+                                  occupancy=occupancy, heavy_first=heavy_first, state_latency=2)
+        return ChunkOutConfig(block_m=block_m, block_p=block_p, block_n=min(dims.dstate, 64), latency=4,
+                              occupancy=occupancy, heavy_first=heavy_first)
     return ChunkOutConfig(block_m=block_m, block_p=block_p, block_n=min(dims.dstate, 64), latency=4,
                           heavy_first=heavy_first)
 
