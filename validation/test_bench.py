@@ -450,3 +450,47 @@ def test_a_benchmark_stopped_while_it_compiles_writes_every_point_as_not_reached
     assert data["interrupted"] == "SIGTERM"
     assert [(c["status"], c["reason"]) for c in data["cases"]] == [("not-run", "not reached: interrupted: SIGTERM")] * 4
     assert not (tmp_path / "partial").exists()
+
+
+@pytest.mark.parametrize("args,named", [
+    (["--seqlen", "0"], "--seqlen"), (["--dstate", "-64"], "--dstate"), (["--reps", "0"], "--reps"),
+    (["--budget-s", "-3"], "--budget-s"), (["--budget-s", "nan"], "--budget-s"),
+    (["--ablation-points", "0x128"], "--ablation-points"),
+    (["--seqlen", "4096", "--ablation-points", "8192x128"], "8192x128 not in the sweep"),
+], ids=["seqlen-0", "dstate-negative", "reps-0", "budget-negative", "budget-nan", "point-0", "point-outside"])
+def test_bad_benchmark_arguments_are_refused_by_name_before_any_run_directory(args, named, tmp_path, monkeypatch,
+                                                                              capsys) -> None:
+    from validation.bench import run
+
+    monkeypatch.setenv("SSD_RUN_DIR", str(tmp_path / "run"))
+    with pytest.raises(SystemExit) as stop:
+        run.main(args)
+    assert stop.value.code == 2
+    assert named in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_ablations_default_points_outside_the_sweep_are_said_not_silently_dropped(tmp_path, monkeypatch,
+                                                                                      capsys) -> None:
+    from validation.bench import run
+
+    monkeypatch.setenv("SSD_RUN_DIR", str(tmp_path))
+    monkeypatch.setattr(run, "HAS_CUDA", False)
+    assert run.main(["--impl", "cutile", "--seqlen", "16384", "--dstate", "128"]) == 0
+    assert "default points 16384x512 are not in this sweep; the variants of ours run at 16384x128" in \
+        capsys.readouterr().err
+
+
+def test_explore_cutile_never_replaces_an_earlier_file_and_says_it_needs_a_gpu(tmp_path, capsys) -> None:
+    pytest.importorskip("cuda.tile", reason="explore_cutile imports cuda.tile (the compile group)")
+    from validation.bench import explore_cutile
+
+    earlier = tmp_path / "earlier.json"
+    earlier.write_text("{}")
+    with pytest.raises(SystemExit):
+        explore_cutile.main([str(earlier)])
+    assert "exists; results are never overwritten" in capsys.readouterr().err
+    assert earlier.read_text() == "{}"
+    with pytest.raises(SystemExit):
+        explore_cutile.main([str(tmp_path / "new.json"), "--reps", "0"])
+    assert "argument --reps: expected an integer >= 1" in capsys.readouterr().err

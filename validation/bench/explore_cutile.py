@@ -29,9 +29,9 @@ from kernels.cutile import tuning
 from kernels.cutile.api import launch_names, ssd_fwd_cutile_variant
 from reference import ProblemSpec, SSDDims, ssd_chunked
 from reference.checks import domain_checked
-from validation.bench.sweep import POINT
+from validation.bench.sweep import POINT, positive_int
 from validation.bench.timing import cupti_kernel_us, per_kernel_us
-from validation.gpu import judge
+from validation.gpu import HAS_CUDA, judge
 from validation.provenance import environment
 from validation.results import write_json_atomic
 
@@ -398,13 +398,19 @@ def _measure(call, spec: ProblemSpec, name: str, variant: str, cfgs: tuning.Conf
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("out")
-    parser.add_argument("--seqlen", nargs="+", type=int, default=[16384])
-    parser.add_argument("--dstate", nargs="+", type=int, default=[128, 512])
-    parser.add_argument("--reps", type=int, default=10)
+    parser.add_argument("out", type=Path, help="the JSON file to write, rewritten after every candidate; a new path")
+    parser.add_argument("--seqlen", nargs="+", type=positive_int, default=[16384])
+    parser.add_argument("--dstate", nargs="+", type=positive_int, default=[128, 512])
+    parser.add_argument("--reps", type=positive_int, default=10,
+                        help="timed calls of each candidate, each after an L2 flush (default: 10)")
     parser.add_argument("--only", nargs="+", default=None,
                         help="candidates whose name starts with one of these (and the default)")
     args = parser.parse_args(argv)
+    if args.out.exists():  # rewritten after every candidate: an earlier exploration's file is never replaced
+        parser.error(f"{args.out} exists; results are never overwritten: name a new file")
+    if not HAS_CUDA:
+        parser.error("it times kernels on a GPU, and this machine has no CUDA device (torch.cuda.is_available() "
+                     "is False)")
     major, minor = torch.cuda.get_device_capability()
     arch = f"sm_{major}{minor}"  # the choosers' configuration for this GPU, as the forward picks it
     rows, env = [], environment([0])
@@ -422,7 +428,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(row)
                 print(f"l={seqlen} n={dstate} {name:<28} {shown}", file=sys.stderr, flush=True)
                 # after every candidate, so a run stopped from outside keeps every row it finished
-                write_json_atomic(Path(args.out), {"environment": env, "rows": rows}, overwrite=True)
+                write_json_atomic(args.out, {"environment": env, "rows": rows}, overwrite=True)
     return 0
 
 

@@ -38,7 +38,7 @@ from validation.bench.clocks import ClockSampler, slowdown
 from validation.bench.flops import cost, floor_us
 from validation.bench.published import PUBLISHED_B300
 from validation.bench.pytest_benchmark_json import convert
-from validation.bench.sweep import DSTATES, HEADLINE, POINT, SEQLENS
+from validation.bench.sweep import DSTATES, HEADLINE, POINT, SEQLENS, positive_int, positive_seconds
 from validation.bench.timing import cupti_kernel_us, first_call_s, interleaved_kernel_us, wall_us
 from validation.bench.triton_tuning import autotune_choices, forget_autotune_choices
 from validation.gpu import HAS_CUDA, NO_CUDA_REASON, judge, processes_at_once
@@ -349,9 +349,10 @@ ABLATION_POINTS = ((16384, 128), (16384, 512))
 
 def _point(text: str) -> tuple[int, int]:
     try:
-        seqlen, dstate = (int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected SEQLENxDSTATE, e.g. 16384x128; got {text!r}") from None
+        seqlen, dstate = (positive_int(v) for v in text.lower().split("x"))
+    except (ValueError, argparse.ArgumentTypeError):
+        raise argparse.ArgumentTypeError(f"expected SEQLENxDSTATE, two integers >= 1, e.g. 16384x128; got "
+                                         f"{text!r}") from None
     return seqlen, dstate
 
 
@@ -362,19 +363,23 @@ def _interrupt(signum: int, frame: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--impl", nargs="+", default=["cutile", "triton", "tilegym"], choices=sorted(IMPLS))
-    parser.add_argument("--seqlen", nargs="+", type=int, default=list(SEQLENS))
-    parser.add_argument("--dstate", nargs="+", type=int, default=list(DSTATES))
-    parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--impl", nargs="+", default=["cutile", "triton", "tilegym"], choices=sorted(IMPLS),
+                        help="the implementations to time (default: cutile triton tilegym)")
+    parser.add_argument("--seqlen", nargs="+", type=positive_int, default=list(SEQLENS),
+                        help="sequence lengths of the sweep (default: 1024 to 262144, the powers of two)")
+    parser.add_argument("--dstate", nargs="+", type=positive_int, default=list(DSTATES),
+                        help="state sizes of the sweep (default: 64 128 256 512)")
+    parser.add_argument("--reps", type=positive_int, default=20,
+                        help="timed calls of each implementation at a point, each after an L2 flush (default: 20)")
     parser.add_argument("--cutile-variants", nargs="*", default=sorted(set(VARIANTS) - {"default"}),
                         choices=sorted(set(VARIANTS) - {"default"}),
                         help="also time these ablations of ours (kernels.cutile.tuning.VARIANTS), each a case with "
                              "a variant field, at the --ablation-points (default: every variant; none: no ablation)")
-    parser.add_argument("--ablation-points", nargs="*", type=_point, default=list(ABLATION_POINTS),
+    parser.add_argument("--ablation-points", nargs="*", type=_point, default=None,
                         metavar="SEQLENxDSTATE",
                         help="the points of the sweep where the variants run (default: the headline, 16384x128, "
-                             "and 16384x512)")
-    parser.add_argument("--budget-s", type=float, default=None,
+                             "and 16384x512, where the sweep has them)")
+    parser.add_argument("--budget-s", type=positive_seconds, default=None,
                         help="start no new point after this many seconds; the rest is recorded as not-run")
     parser.add_argument("--compile-jobs", type=int, default=processes_at_once(),
                         help="processes that make every first call before timing starts, filling the kernels' "
@@ -391,6 +396,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.compile_jobs < 0:
         parser.error(f"--compile-jobs must be >= 0; got {args.compile_jobs}")
     points = sorted({(seqlen, dstate) for seqlen in args.seqlen for dstate in args.dstate})
+    asked = args.ablation_points is not None
+    outside = [f"{seqlen}x{dstate}" for seqlen, dstate in (args.ablation_points if asked else ABLATION_POINTS)
+               if (seqlen, dstate) not in points]
+    if outside and asked and args.cutile_variants:
+        parser.error(f"--ablation-points {' '.join(outside)} not in the sweep of --seqlen and --dstate: no variant "
+                     "would run there (add them to the sweep, or pass --cutile-variants with no name)")
+    if not asked:
+        args.ablation_points = [point for point in ABLATION_POINTS if point in points]
+        if outside and args.cutile_variants and "cutile" in args.impl:
+            where = " ".join(f"{seqlen}x{dstate}" for seqlen, dstate in args.ablation_points)
+            _progress(f"benchmark: the ablation's default points {' '.join(outside)} are not in this sweep; the "
+                      f"variants of ours run {f'at {where}' if where else 'nowhere'}")
     specs = [ProblemSpec(seqlen=seqlen, dstate=dstate, **POINT) for seqlen, dstate in points]
     try:  # a run directory that cannot take the file is found now, not after the last point
         results = ResultsFile("benchmark", check=True)
