@@ -183,7 +183,8 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(python=None)
 def compile(session: nox.Session) -> None:
-    """Export every cuTile kernel we launch to sm_90/sm_100/sm_103 cubins and check HGMMA in the sm_90 SASS."""
+    """Export every cuTile kernel we launch to sm_90/sm_100/sm_103 cubins; check the tensor-core MMA in the SASS
+    and that each kernel fits the programs an SM it asks for."""
     _install(session, "test", "compile")  # test: pytest collects every test module, which import its packages
     _pytest(session, marker="compile")
 

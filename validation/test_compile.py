@@ -2,8 +2,9 @@
 
 Every kernel of every specialization class that ``kernels.cutile.export`` lists is exported to a
 cubin for sm_90, sm_100 and sm_103 (and, for sm_90, the kernels of the opt-in variants that the default
-never launches, ``VARIANT_CLASSES``); the bf16 matmul stages must run on Hopper's warpgroup tensor
-cores (HGMMA in the sm_90 SASS). The exports run in a process pool (the cuTile front end holds the
+never launches, ``VARIANT_CLASSES``); the bf16 matmul stages must run on each architecture's tensor cores
+(HGMMA in the sm_90 SASS, tcgen05's UTCHMMA in sm_100's and sm_103's), and each kernel must fit the programs an SM
+its configuration asks for. The exports run in a process pool (the cuTile front end holds the
 GIL), all started at once per session, and each test reads its own result.
 """
 
@@ -120,9 +121,15 @@ def _cuobjdump() -> str:
                 "install cuda-toolkit[cuobjdump] from the compile group", pytrace=False)
 
 
+# The tensor-core instruction each architecture's bf16 matmuls must lower to: Hopper's warpgroup MMA (wgmma), and
+# Blackwell's tcgen05 MMA on 16-bit operands.
+_TENSOR_CORE_MMA = {"sm_90": "HGMMA", "sm_100": "UTCHMMA", "sm_103": "UTCHMMA"}
+
+
+@pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("kernel_name", ["_state_pass_kernel", "_chunk_out_kernel"],
                          ids=["state_pass", "chunk_out"])
-def test_bf16_matmuls_lower_to_hgmma_on_sm90(kernel_name, cubins) -> None:
+def test_bf16_matmuls_lower_to_the_tensor_cores_mma(kernel_name, arch, cubins) -> None:
     import torch
 
     from kernels.cutile.export import CLASSES_BY_ARCH
@@ -130,13 +137,14 @@ def test_bf16_matmuls_lower_to_hgmma_on_sm90(kernel_name, cubins) -> None:
     # HGMMA's M is 64 rows per warpgroup: a headdim of 32 (state_pass's M) runs on mma.sync (HMMA),
     # so the claim is made for the classes with headdim >= 64, the post's headline among them.
     # The default picks the serial or the segmented state pass by shape: check the classes that launch it.
-    classes = [s for s in CLASSES_BY_ARCH["sm_90"] if s.dtype == torch.bfloat16 and s.dims.headdim >= 64
-               and ("sm_90", s.name, kernel_name, 0, "default") in cubins]
-    assert classes, f"no bf16 class with headdim >= 64 launches {kernel_name}"
+    classes = [s for s in CLASSES_BY_ARCH[arch] if s.dtype == torch.bfloat16 and s.dims.headdim >= 64
+               and (arch, s.name, kernel_name, 0, "default") in cubins]
+    assert classes, f"no bf16 class with headdim >= 64 launches {kernel_name} on {arch}"
     for spec in classes:
-        path = cubins[("sm_90", spec.name, kernel_name, 0, "default")].result()
+        path = cubins[(arch, spec.name, kernel_name, 0, "default")].result()
         sass = subprocess.run([_cuobjdump(), "-sass", str(path)], check=True, capture_output=True, text=True).stdout
-        assert "HGMMA" in sass, f"{kernel_name} ({spec.name}) has no HGMMA in its sm_90 SASS"
+        assert _TENSOR_CORE_MMA[arch] in sass, (
+            f"{kernel_name} ({spec.name}) has no {_TENSOR_CORE_MMA[arch]} in its {arch} SASS")
 
 
 @dataclass(frozen=True)
