@@ -520,7 +520,8 @@ def run_and_write(suite: str, only: set[str] | None = None) -> dict[str, dict[st
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m validation.matrix", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("suite", nargs="?", choices=("correctness", "stability"))
     parser.add_argument("--impl", nargs="+", default=None, choices=sorted(IMPLS),
                         help="default: every implementation the suite covers")

@@ -214,7 +214,8 @@ def _clock_lines(files: list[SuiteFile]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m validation.summary", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dir", type=Path, help="a run directory: RUN_DIR/raw/<suite>.json")
     parser.add_argument("--expect", nargs="+", choices=SUITES, default=list(SUITES),
                         help="the suites that should have written a results file (default: all)")

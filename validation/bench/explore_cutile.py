@@ -397,7 +397,8 @@ def _measure(call, spec: ProblemSpec, name: str, variant: str, cfgs: tuning.Conf
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m validation.bench.explore_cutile", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out", type=Path, help="the JSON file to write, rewritten after every candidate; a new path")
     parser.add_argument("--seqlen", nargs="+", type=positive_int, default=[16384])
     parser.add_argument("--dstate", nargs="+", type=positive_int, default=[128, 512])

@@ -362,7 +362,8 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m validation.bench.run", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--impl", nargs="+", default=["cutile", "triton", "tilegym"], choices=sorted(IMPLS),
                         help="the implementations to time (default: cutile triton tilegym)")
     parser.add_argument("--seqlen", nargs="+", type=positive_int, default=list(SEQLENS),
