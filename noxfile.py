@@ -214,6 +214,16 @@ def benchmark(session: nox.Session) -> None:
 
 
 @nox.session(python=None)
+def explore(session: nox.Session) -> None:
+    """Time our kernels' tile and state-pass alternatives on this GPU, each gated on float64 first (explore_cutile).
+
+    `-- OUT.json [--seqlen 16384] [--dstate 128 512] [--only PREFIX ...]`: data for choosing defaults, not a claim.
+    """
+    _install(session, "test", "compile", "gpu")
+    session.run(_python(session), "-m", "validation.bench.explore_cutile", *session.posargs, **STOP_TIMEOUTS)
+
+
+@nox.session(python=None)
 def lint(session: nox.Session) -> None:
     """ruff over the whole tree, and the layers' import contracts (import-linter, pyproject.toml)."""
     _install(session, "lint", base=False)
