@@ -147,6 +147,28 @@ def test_bf16_matmuls_lower_to_the_tensor_cores_mma(kernel_name, arch, cubins) -
             f"{kernel_name} ({spec.name}) has no {_TENSOR_CORE_MMA[arch]} in its {arch} SASS")
 
 
+def test_the_benchmarks_kernels_spill_nothing_on_sm90(cubins) -> None:
+    """At the benchmark's point (bf16, chunk 128, headdim 64, batch 4, one group), where the H200 measured every
+    choice, no kernel stores to local memory in its sm_90 SASS: spills cost 5-22% to 7x where they appeared
+    (docs/design.md), so tiles or a compiler that bring them back are caught here, before a GPU run."""
+    import torch
+
+    from kernels.cutile.export import CLASSES_BY_ARCH
+
+    point = [s for s in CLASSES_BY_ARCH["sm_90"] if s.dtype == torch.bfloat16 and s.chunk_size == 128
+             and (s.dims.batch, s.dims.headdim, s.dims.ngroups) == (4, 64, 1)]
+    assert len(point) == 3, [s.name for s in point]  # the headline, 4096 x 64 and 4096 x 512
+    spilled = []
+    for case in [c for c in _CASES if c[0] == "sm_90" and c[1] in point and c[4] == "default"]:
+        _, spec, kernel_name, which, variant = case
+        path = cubins[("sm_90", spec.name, kernel_name, which, variant)].result()
+        sass = subprocess.run([_cuobjdump(), "-sass", str(path)], check=True, capture_output=True, text=True).stdout
+        stores = len(re.findall(r"\bSTL\b", sass))
+        if stores:
+            spilled.append(f"{_case_id(case)}: {stores} local-memory stores")
+    assert not spilled, "\n".join(spilled)
+
+
 @dataclass(frozen=True)
 class _SM:
     """What one SM holds: the same for compute capabilities 9.0 and 10.x (CUDA C++ Programming Guide, "Technical

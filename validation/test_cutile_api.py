@@ -557,20 +557,21 @@ def test_the_chunk_states_layout_is_the_walks_and_chunk_out_is_told(variant, tra
     assert walk.args[walk_params.index("SWAP_AB")] is (variant != "no-swap")
 
 
-@pytest.mark.parametrize("seqlen,dstate", [(16384, 128), (16384, 512), (1024, 256), (262144, 512)])
-def test_every_exploration_candidate_plans(seqlen, dstate) -> None:
+@pytest.mark.parametrize("seqlen,dstate,chunk", [(16384, 128, 128), (16384, 512, 128), (1024, 256, 128),
+                                                 (262144, 512, 128), (16384, 128, 256), (4096, 64, 64)])
+def test_every_exploration_candidate_plans(seqlen, dstate, chunk) -> None:
     # explore_cutile's candidates run on a GPU one after another: one that cannot even be planned would only
     # show there, after the GPU time before it. Each must plan on meta tensors, under a name of its own.
     from validation.bench.explore_cutile import _candidates
 
-    spec = ProblemSpec(batch=4, seqlen=seqlen, nheads=8, headdim=64, ngroups=1, dstate=dstate, chunk_size=128,
+    spec = ProblemSpec(batch=4, seqlen=seqlen, nheads=8, headdim=64, ngroups=1, dstate=dstate, chunk_size=chunk,
                        dtype="bf16")
     candidates = _candidates(spec, torch.bfloat16, None)
     assert candidates[0][0] == "default" and len({name for name, _, _ in candidates}) == len(candidates)
-    x, dt, A, B, C, D, h0 = meta_inputs(SpecClass(SSDDims(4, seqlen, 8, 64, 1, dstate), torch.bfloat16, 128, True,
+    x, dt, A, B, C, D, h0 = meta_inputs(SpecClass(SSDDims(4, seqlen, 8, 64, 1, dstate), torch.bfloat16, chunk, True,
                                                   False))
     for name, variant, cfgs in candidates:
-        launches, _, _ = cutile_api.plan_forward(x, dt, A, B, C, D, h0, chunk_size=128, arch="sm_90",
+        launches, _, _ = cutile_api.plan_forward(x, dt, A, B, C, D, h0, chunk_size=chunk, arch="sm_90",
                                                  variant=VARIANTS[variant], configs=cfgs)
         assert launches, name
     only = _candidates(spec, torch.bfloat16, ["state "])

@@ -498,7 +498,10 @@ def segment_out_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size:
 
 def chunk_out_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> ChunkOutConfig:
     # The (block_m x block_m) C·Bᵀ block and the (block_m x block_p) output both live in registers:
-    # 128 x 128 + 128 x 64 fp32 is the most we hold; chunk 256 therefore runs as 2 row blocks.
+    # 128 x 128 + 128 x 64 fp32 is the most we hold; chunk 256 therefore runs as 2 row blocks. Those spill: in the
+    # sm_90 export at headdim 64 and dstate 128 or 512, 234 local-memory stores a program (201 at occupancy 1), where
+    # 64-row blocks spill none. The benchmark runs chunk 128 and chunk 256 was never timed (`nox -s explore --
+    # OUT.json --chunk-size 256` times both), so the row blocks stay as they were.
     block_m = min(chunk_size, 128)
     block_p = min(dims.headdim, 64)
     # In two segments without a scan (``_segmented_out``), segment 1's programs take one more product than segment

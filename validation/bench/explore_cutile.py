@@ -1,10 +1,10 @@
 """Explore our cuTile forward's tile choices on a GPU: each candidate gated on float64, then timed.
 
-    python -m validation.bench.explore_cutile OUT.json [--seqlen 16384] [--dstate 128 512]
+    python -m validation.bench.explore_cutile OUT.json [--seqlen 16384] [--dstate 128 512] [--chunk-size 128]
 
 Varies one stage's configuration at a time around the choosers' (``kernels.cutile.tuning.choose``), passed
-to the forward as its ``configs``, at the
-benchmark's shape (batch 4, 8 heads, headdim 64, 1 group, chunk 128, bf16), plus both state passes
+to the forward as its ``configs``, at the benchmark's shape (batch 4, 8 heads, headdim 64, 1 group, chunk 128
+unless ``--chunk-size``, bf16), plus both state passes
 (variants ``serial-state``, ``segmented-state`` and ``chunked-state``) and both ways of building chunk_out's
 C·Bᵀ (``cb-inline``, ``cb-buffer``). For each candidate: its first call's seconds (compilation included, which
 the log also names before it starts), the correctness gate against
@@ -48,11 +48,15 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
     def one(name: str, variant: str, stage: str | None = None, cfg=None):
         return name, variant, base if stage is None else dataclasses.replace(base, **{stage: cfg})
 
+    seg, chk, scan, co = base.segment_state, base.chunk_state, base.segment_scan, base.chunk_out
+    # C·Bᵀ shared by heads or read from a buffer, the split or first-built diagonal block: chunk_out programs of whole
+    # chunks only (block_m == chunk_size), so none of these at chunk 256, whose chunks take two row blocks.
+    whole = co.whole_chunks(spec.chunk_size)
     out = [one("default", "default"), one("serial-state", "serial-state"), one("segmented-state", "segmented-state"),
-           one("chunked-state", "chunked-state"), one("cb-inline", "cb-inline"), one("cb-buffer", "cb-buffer"),
+           one("chunked-state", "chunked-state"), one("cb-inline", "cb-inline"),
+           *([one("cb-buffer", "cb-buffer")] if whole else []),
            one("no-swap", "no-swap"), one("states-transposed", "states-transposed"),
            one("states-int64", "states-int64")]
-    seg, chk, scan, co = base.segment_state, base.chunk_state, base.segment_scan, base.chunk_out
     for k, block_n, occupancy in ((8, 32, 4), (16, 32, 4), (32, 32, 4), (16, 64, 2), (8, 64, 2), (16, 128, None)):
         cand = dataclasses.replace(seg, seg_chunks=k, block_n=min(block_n, spec.dstate), occupancy=occupancy)
         if cand != seg:
@@ -69,7 +73,7 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
             out.append(one(f"chunked scan p{cand.block_p} n{cand.block_n} s{step}", "chunked-state", "segment_scan",
                            cand))
     for cand in (dataclasses.replace(co, occupancy=None), dataclasses.replace(co, block_n=min(64, spec.dstate)),
-                 *(dataclasses.replace(co, block_h=h) for h in (2, 4, 8))):
+                 *(dataclasses.replace(co, block_h=h) for h in ((2, 4, 8) if whole else ()))):
         if cand != co:
             out.append(one(f"chunk_out n{cand.block_n} occ{cand.occupancy} h{cand.block_h}", "default", "chunk_out",
                            cand))
@@ -89,7 +93,8 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
         out.append(one(name, "default", "chunk_out", cand))
     buf = dataclasses.replace(co, cb_buffer=True)
     for cand in (buf, dataclasses.replace(buf, occupancy=None), dataclasses.replace(buf, occupancy=1),
-                 dataclasses.replace(buf, block_n=min(64, spec.dstate)), dataclasses.replace(buf, block_h=2)):
+                 dataclasses.replace(buf, block_n=min(64, spec.dstate)), dataclasses.replace(buf, block_h=2)
+                 ) if whole else ():
         out.append(one(f"both: chunked, cb-buffer n{cand.block_n} occ{cand.occupancy} h{cand.block_h}",
                        "chunked-state", "chunk_out", cand))
     # The serial walk's tiles, occupancy and latency hint around the chooser's (TileGym's tuned walk runs two
@@ -118,7 +123,7 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
             cand = dataclasses.replace(seg, unroll=2, seg_chunks=k)
             out.append(one(f"segmented unroll2 K{k}", "segmented-state", "segment_state", cand))
     # The diagonal C·Bᵀ block in two row halves (split_diag): half the exp2, the all-future quarter skipped.
-    for occupancy in (co.occupancy, None):
+    for occupancy in (co.occupancy, None) if whole else ():
         cand = dataclasses.replace(co, split_diag=True, occupancy=occupancy)
         out.append(one(f"chunk_out split occ{occupancy}", "default", "chunk_out", cand))
     # The fused pass (segment_out): segment length, headdim tile and occupancy of the output walk.
@@ -357,7 +362,7 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
     # chunk_out with the diagonal C·Bᵀ block and its weights built first, while it is the only accumulator live, and
     # the C·hᵀ product after, C loaded a second time (cb_first): the 128 x 128 decay computed beside one fp32 block
     # instead of two accumulators. At the chooser's hints and with the state loads' hint changed.
-    for state_latency in (co.state_latency, 0, 4):
+    for state_latency in (co.state_latency, 0, 4) if whole else ():
         cand = dataclasses.replace(co, cb_first=True, state_latency=state_latency)
         out.append(one(f"cbfirst slat{state_latency}", "default", "chunk_out", cand))
     unique = {name: (name, variant, cfgs) for name, variant, cfgs in out}
@@ -402,6 +407,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", type=Path, help="the JSON file to write, rewritten after every candidate; a new path")
     parser.add_argument("--seqlen", nargs="+", type=positive_int, default=[16384])
     parser.add_argument("--dstate", nargs="+", type=positive_int, default=[128, 512])
+    parser.add_argument("--chunk-size", type=int, choices=(64, 128, 256), default=POINT["chunk_size"],
+                        help=f"the chunk size of every point (default: the benchmark's, {POINT['chunk_size']})")
     parser.add_argument("--reps", type=positive_int, default=10,
                         help="timed calls of each candidate, each after an L2 flush (default: 10)")
     parser.add_argument("--only", nargs="+", default=None,
@@ -417,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
     rows, env = [], environment([0])
     for seqlen in args.seqlen:
         for dstate in args.dstate:
-            spec = ProblemSpec(seqlen=seqlen, dstate=dstate, **POINT)
+            spec = ProblemSpec(seqlen=seqlen, dstate=dstate, **{**POINT, "chunk_size": args.chunk_size})
             inputs = spec.make_inputs("cuda")
             y_ref, state_ref = ssd_chunked(*inputs.as_args(), chunk_size=32)
             for name, variant, cfgs in _candidates(spec, inputs.x.dtype, args.only, arch):
