@@ -8,6 +8,7 @@ its configuration asks for. The exports run in a process pool (the cuTile front 
 GIL), all started at once per session, and each test reads its own result.
 """
 
+import functools
 import glob
 import importlib.util
 import inspect
@@ -73,15 +74,20 @@ def _case_id(case: tuple[str, object, str, int, str]) -> str:
             f"{'' if variant == 'default' else f'-{variant}'}")
 
 
+def _launch(arch: str, spec, kernel_name: str, which: int, variant: str):
+    """(kernel object, signature) of one case: the ``which``-th launch of ``kernel_name`` in the class's plan."""
+    from kernels.cutile.export import launches
+    from kernels.cutile.tuning import VARIANTS
+
+    return [(k, s) for _, k, s in launches(arch, (spec,), VARIANTS[variant])
+            if k._pyfunc.__name__ == kernel_name][which]
+
+
 def _export(arch: str, spec, kernel_name: str, which: int, variant: str, path: Path) -> Path:
     """Export one kernel of one class (in a worker process: kernel objects do not pickle)."""
     from cuda.tile.compilation import export_kernel
 
-    from kernels.cutile.export import launches
-    from kernels.cutile.tuning import VARIANTS
-
-    kernel, signature = [(k, s) for _, k, s in launches(arch, (spec,), VARIANTS[variant])
-                         if k._pyfunc.__name__ == kernel_name][which]
+    kernel, signature = _launch(arch, spec, kernel_name, which, variant)
     export_kernel(kernel, [signature], str(path), gpu_code=arch, output_format="cubin")
     return path
 
@@ -121,6 +127,12 @@ def _cuobjdump() -> str:
                 "install cuda-toolkit[cuobjdump] from the compile group", pytrace=False)
 
 
+@functools.cache
+def _dump(path: Path, what: str) -> str:
+    """cuobjdump's ``what`` (-sass, -res-usage, -elf) of one cubin, read once however many tests ask."""
+    return subprocess.run([_cuobjdump(), what, str(path)], check=True, capture_output=True, text=True).stdout
+
+
 # The tensor-core instruction each architecture's bf16 matmuls must lower to: Hopper's warpgroup MMA (wgmma), and
 # Blackwell's tcgen05 MMA on 16-bit operands.
 _TENSOR_CORE_MMA = {"sm_90": "HGMMA", "sm_100": "UTCHMMA", "sm_103": "UTCHMMA"}
@@ -142,7 +154,7 @@ def test_bf16_matmuls_lower_to_the_tensor_cores_mma(kernel_name, arch, cubins) -
     assert classes, f"no bf16 class with headdim >= 64 launches {kernel_name} on {arch}"
     for spec in classes:
         path = cubins[(arch, spec.name, kernel_name, 0, "default")].result()
-        sass = subprocess.run([_cuobjdump(), "-sass", str(path)], check=True, capture_output=True, text=True).stdout
+        sass = _dump(path, "-sass")
         assert _TENSOR_CORE_MMA[arch] in sass, (
             f"{kernel_name} ({spec.name}) has no {_TENSOR_CORE_MMA[arch]} in its {arch} SASS")
 
@@ -162,7 +174,7 @@ def test_the_benchmarks_kernels_spill_nothing_on_sm90(cubins) -> None:
     for case in [c for c in _CASES if c[0] == "sm_90" and c[1] in point and c[4] == "default"]:
         _, spec, kernel_name, which, variant = case
         path = cubins[("sm_90", spec.name, kernel_name, which, variant)].result()
-        sass = subprocess.run([_cuobjdump(), "-sass", str(path)], check=True, capture_output=True, text=True).stdout
+        sass = _dump(path, "-sass")
         stores = len(re.findall(r"\bSTL\b", sass))
         if stores:
             spilled.append(f"{_case_id(case)}: {stores} local-memory stores")
@@ -187,8 +199,8 @@ _SMS = {"sm_90": _SM(), "sm_100": _SM(), "sm_103": _SM()}
 def _resources(path: Path) -> tuple[int, int, int]:
     """(threads, registers a thread, shared memory bytes) of a cubin's one kernel, as cuobjdump reads them (the
     shared memory with the 1 KB a program that the system reserves)."""
-    usage = subprocess.run([_cuobjdump(), "-res-usage", str(path)], check=True, capture_output=True, text=True).stdout
-    elf = subprocess.run([_cuobjdump(), "-elf", str(path)], check=True, capture_output=True, text=True).stdout
+    usage = _dump(path, "-res-usage")
+    elf = _dump(path, "-elf")
     registers, shared = re.search(r"REG:(\d+) .*SHARED:(\d+)", usage).groups()
     threads = re.search(r"EIATTR_REQNTID\s+Format:\s+\S+\s+Value:\s+(0x[0-9a-f]+) 0x1 0x1", elf)
     assert threads, f"{path.name}: no one-dimensional EIATTR_REQNTID in cuobjdump -elf"
@@ -220,14 +232,10 @@ def test_kernels_fit_the_programs_an_sm_they_ask_for(arch, cubins) -> None:
     """The occupancy a configuration asks for is a hint the compiler may not meet: each exported kernel's threads,
     registers and shared memory must let an SM hold that many programs (one without a hint), so that a choice made
     on one GPU, or scaled to another (kernels.cutile.tuning), runs as its configuration says."""
-    from kernels.cutile.export import launches
-    from kernels.cutile.tuning import VARIANTS
-
     short = []
     for case in [c for c in _CASES if c[0] == arch]:
         _, spec, kernel_name, which, variant = case
-        kernel = [k for _, k, _ in launches(arch, (spec,), VARIANTS[variant])
-                  if k._pyfunc.__name__ == kernel_name][which]
+        kernel, _ = _launch(arch, spec, kernel_name, which, variant)
         asked = kernel._compiler_options.occupancy or 1
         threads, registers, shared = _resources(cubins[(arch, spec.name, kernel_name, which, variant)].result())
         held = programs_an_sm(threads, registers, shared, _SMS[arch])

@@ -509,8 +509,8 @@ def chunk_out_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: i
     # us at (4096 tokens, dstate 64), 39.5 against 41.9 at 128 (1024 programs, about four a slot), but 57.8 against
     # 57.0 at (8192, 64) and 78.5 against 77.1 at (8192, 128) (2048 programs) (explore_cutile, 2026-12-03,
     # reports/published/0.1.0+20261203T170540Z-36f5459; at 4096 x 64 again 29.7-29.9 against 30.1-30.2 in three
-    # repeats, 0.1.0+20261203T172220Z-5a36b8e): so for grids of at most four programs a slot (``occupancy`` slots an
-    # SM, about half the first TARGET_PROGRAMS count SMs: 256 slots on the H200).
+    # repeats, 0.1.0+20261203T172220Z-5a36b8e): so for grids of at most four programs a slot, counting ``occupancy``
+    # slots on each of half the walk's TARGET_PROGRAMS (128 on the H200, as measured there: 256 slots).
     # On sm_100 and sm_103, tileiras 13.4 builds chunk_out as 384 threads of up to 168 registers (64,512 of the SM's
     # 65,536) whatever the hint (an occupancy of 2 to 4 or four worker warps gave the same SASS in the CPU export, eight
     # worker warps 80 registers and 149 local-memory stores): one program an SM there, which the configuration says
