@@ -17,7 +17,7 @@ times repeated calls on one input so, and times the check on its own.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, fields
@@ -25,8 +25,8 @@ from dataclasses import dataclass, fields
 import torch
 from torch import Tensor
 
-__all__ = ["CHUNK_SIZE", "REFERENCE_LIMITS", "DomainError", "Limits", "SSDDims", "check_domain", "check_inputs",
-           "domain_checked", "FLOAT_DTYPES", "dtype_name"]
+__all__ = ["CHUNK_SIZE", "REFERENCE_LIMITS", "DomainError", "Limits", "Requirement", "SSDDims", "check_domain",
+           "check_inputs", "check_requirements", "domain_checked", "FLOAT_DTYPES", "dtype_name"]
 
 # The one signature's default chunk: the post's, and what our kernels and TileGym are tuned for.
 CHUNK_SIZE = 128
@@ -40,6 +40,31 @@ _NAMES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32", 
 def dtype_name(dtype: torch.dtype) -> str:
     """Short dtype name used in case ids and results files (``bf16``, ``fp16``, ``fp32``, ``fp64``)."""
     return _NAMES.get(dtype, str(dtype).removeprefix("torch."))
+
+
+# Where each size of the common signature comes from, for messages that name the argument.
+SIZE_ARGUMENTS = {"batch": "x.shape[0]", "seqlen": "x.shape[1]", "nheads": "x.shape[2]", "headdim": "x.shape[3]",
+                  "ngroups": "B.shape[2]", "dstate": "B.shape[3]", "chunk_size": "chunk_size"}
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """A condition on sizes that a set of values cannot state (a divisibility, a power of two, a product), which an
+    implementation's code needs: declared in its ``Limits.requirements`` with where its code needs it.
+
+    ``sizes`` names the sizes ``holds`` takes, in order: fields of ``SSDDims`` or ``chunk_size``.
+    """
+
+    sizes: tuple[str, ...]
+    holds: Callable[..., bool]
+    expected: str    # what it needs, said in full: "nheads a multiple of 4"
+    source: str      # why: where the implementation's code needs it
+
+    def unmet(self, values: Mapping[str, int]) -> str | None:
+        """The sizes as they came, ``"nheads=6 (x.shape[2])"``, if they miss this requirement; None if they meet it."""
+        if self.holds(*(values[name] for name in self.sizes)):
+            return None
+        return ", ".join(f"{name}={values[name]} ({SIZE_ARGUMENTS[name]})" for name in self.sizes)
 
 
 @dataclass(frozen=True)
@@ -58,6 +83,7 @@ class Limits:
     dstates: tuple[int, ...] | None = None       # None: any
     max_batch: int | None = None                 # None: any
     int64_indexing: bool = True                  # False: refuses tensors past 2**31 elements
+    requirements: tuple[Requirement, ...] = ()   # what the sets above cannot say (``check_requirements``)
 
 
 @dataclass(frozen=True)
@@ -101,9 +127,20 @@ def _require_shape(who: str, name: str, t: torch.Tensor, shape: tuple[int, ...],
         _fail(who, f"{name} has shape {tuple(t.shape)}; expected {shape} = {meaning}")
 
 
+def check_requirements(limits: Limits, dims: SSDDims, chunk_size: int, *, who: str) -> None:
+    """Refuse, naming the argument, sizes that miss one of ``limits.requirements``: for checked inputs
+    (``check_inputs``'s dimensions and chunk_size)."""
+    values = {**dims._asdict(), "chunk_size": chunk_size}
+    for requirement in limits.requirements:
+        got = requirement.unmet(values)
+        if got is not None:
+            _fail(who, f"{got} is not supported; expected {requirement.expected} ({requirement.source})")
+
+
 def check_inputs(x: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Tensor | None = None,
                  initial_state: Tensor | None = None, *, chunk_size: int, who: str, domain: str = "mamba",
-                 x_dtypes=FLOAT_DTYPES, chunk_sizes=None, require_cuda=False, unit_stride_last_dim=False) -> SSDDims:
+                 x_dtypes=FLOAT_DTYPES, chunk_sizes=None, require_cuda=False, unit_stride_last_dim=False,
+                 refuse_grad=False) -> SSDDims:
     """Check the common SSD forward signature and return its dimensions.
 
     Layout (mamba_ssm's): x (batch, seqlen, nheads, headdim); dt (batch, seqlen, nheads) fp32;
@@ -119,6 +156,8 @@ def check_inputs(x: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Tens
         require_cuda: the implementation runs only on a CUDA device.
         unit_stride_last_dim: every tensor must have stride 1 in its last dimension (kernels that
             cannot take a general stride copy instead; this is for those that must refuse).
+        refuse_grad: the implementation has no backward: refuse tensors that require grad (the caller passes
+            ``.detach()``), rather than return outputs that silently carry no gradient.
     """
     if domain not in ("mamba", "any"):
         _fail(who, f"check_inputs' domain must be 'mamba' or 'any'; got {domain!r}")
@@ -182,6 +221,11 @@ def check_inputs(x: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Tens
     if len(set(devices.values())) != 1:
         listing = ", ".join(f"{k} on {v}" for k, v in devices.items())
         _fail(who, f"all tensors must be on one device; got {listing}")
+    if refuse_grad:
+        for k, v in present.items():
+            if v.requires_grad:
+                _fail(who, f"{k} requires grad; expected a tensor that does not: this forward has no backward "
+                           f"(autograd cannot differentiate through it), so pass {k}.detach()")
     if domain == "mamba" and not _vouched(dt, A):  # before require_cuda: the same refusal on any device
         check_domain(dt, A, who=who)
     if require_cuda and x.device.type != "cuda":

@@ -18,10 +18,10 @@ import torch
 from kernels.cutile import LIMITS as CUTILE
 from kernels.tilegym import LIMITS as TILEGYM
 from kernels.triton import LIMITS as TRITON
-from reference import ProblemSpec
+from reference import ProblemSpec, ssd_recurrent
 from reference.checks import REFERENCE_LIMITS, Limits
 
-__all__ = ["IMPLS", "Impl"]
+__all__ = ["IMPLS", "Impl", "ssd_recurrent_any_chunk"]
 
 SSDForward = Callable[..., tuple[torch.Tensor, torch.Tensor]]
 
@@ -68,12 +68,25 @@ class Impl:
             return f"{self.name} takes batch up to {limits.max_batch}; the case has {spec.batch}"
         if not limits.int64_indexing and spec.numel_x >= 2**31:
             return f"{self.name} indexes with int32; x has {spec.numel_x} elements (>= 2**31)"
+        values = {**spec.shape_dict(), "chunk_size": spec.chunk_size}
+        for requirement in limits.requirements:
+            got = requirement.unmet(values)
+            if got is not None:
+                return f"{self.name} needs {requirement.expected} ({requirement.source}); the case has {got}"
         return None
 
 
+def ssd_recurrent_any_chunk(x, dt, A, B, C, D=None, initial_state=None, chunk_size: int | None = None):
+    """``reference.ssd_recurrent`` under the common signature: it walks token by token and has no chunks, so
+    ``chunk_size``, which every caller of a registry entry passes (``validation.matrix``: ``--impl
+    reference-recurrent``), is accepted and ignored."""
+    return ssd_recurrent(x, dt, A, B, C, D, initial_state)
+
+
 def _references() -> dict[str, Impl]:
-    return {name: Impl(name, f"reference:{entry}", REFERENCE_LIMITS, dict.fromkeys(REFERENCE_LIMITS.dtypes, "ieee"))
-            for name, entry in (("reference-recurrent", "ssd_recurrent"), ("reference-chunked", "ssd_chunked"))}
+    return {name: Impl(name, entry, REFERENCE_LIMITS, dict.fromkeys(REFERENCE_LIMITS.dtypes, "ieee"))
+            for name, entry in (("reference-recurrent", "validation.registry:ssd_recurrent_any_chunk"),
+                                ("reference-chunked", "reference:ssd_chunked"))}
 
 
 _GPU_MATMUL = {"bf16": "bf16", "fp16": "fp16", "fp32": "tf32"}

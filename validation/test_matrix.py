@@ -4,6 +4,8 @@ checked before the first case."""
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import json
 import os
 import re
@@ -11,9 +13,11 @@ import signal
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 import pytest
+import torch
 
 from reference import ProblemSpec
 from validation import isolated, matrix
@@ -206,3 +210,99 @@ def test_pytest_xdist_runs_a_matrix_on_one_worker_once(tmp_path: Path) -> None:
 def test_a_selection_naming_no_case_of_the_suite_is_refused() -> None:
     with pytest.raises(ValueError, match=r"^correctness: no such case: \['nonesuch'\]$"):
         matrix.run_matrix("correctness", ("reference-chunked",), jobs=1, only={"nonesuch"})
+
+
+def test_every_reference_entry_takes_the_matrixs_call_with_chunk_size() -> None:
+    """The matrix calls each entry as ``fn(*inputs.as_args(), chunk_size=...)`` (``_run_task``), the references too
+    (``--impl reference-recurrent``): the recurrence, which has no chunks, accepts chunk_size and ignores it."""
+    from reference import ssd_recurrent
+    from validation.registry import IMPLS
+
+    spec = _task("tiny", "reference-recurrent").spec
+    args = spec.make_inputs("cpu").as_args()
+    y_ref, state_ref = ssd_recurrent(*args)
+    for impl in matrix.REFERENCES:
+        y, state = IMPLS[impl].load()(*args, chunk_size=spec.chunk_size)
+        assert torch.allclose(y, y_ref) and torch.allclose(state, state_ref), impl
+
+
+def _tilegym_stubbed(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
+    """ssd_fwd_tilegym on meta tensors as if on a GPU: tilegym's mamba2_chunk_forward replaced by a stand-in that
+    records its calls (importing tilegym's module initialises CUDA)."""
+    from kernels.tilegym import api as tilegym_api
+
+    calls: list[tuple] = []
+
+    def forward(x, a, b, c, d, dt, init_state, chunk_size=64):
+        calls.append((tuple(x.shape), chunk_size))
+        return torch.empty_like(x), init_state
+
+    monkeypatch.setattr(tilegym_api, "LIMITS", dataclasses.replace(tilegym_api.LIMITS, needs_cuda=False))
+    monkeypatch.setattr(tilegym_api, "tilegym_version", lambda: "1.5.1")
+    monkeypatch.setitem(sys.modules, "tilegym.ops.cutile.mamba2", types.SimpleNamespace(mamba2_chunk_forward=forward))
+    return calls
+
+
+def _meta_args(batch: int, seqlen: int, nheads: int, headdim: int, dstate: int) -> list:
+    meta = {"device": "meta"}
+    return [torch.empty(batch, seqlen, nheads, headdim, dtype=torch.bfloat16, **meta),
+            torch.empty(batch, seqlen, nheads, **meta), torch.empty(nheads, **meta),
+            torch.empty(batch, seqlen, 1, dstate, dtype=torch.bfloat16, **meta),
+            torch.empty(batch, seqlen, 1, dstate, dtype=torch.bfloat16, **meta), None, None]
+
+
+@pytest.mark.parametrize("sizes,argument", [
+    (dict(nheads=6), r"nheads=6 \(x.shape\[2\]\) is not supported; expected nheads a multiple of 4"),
+    (dict(dstate=24), r"dstate=24 \(B.shape\[3\]\) is not supported; expected dstate a multiple of 16"),
+    (dict(headdim=48), r"headdim=48 \(x.shape\[3\]\) is not supported; expected headdim a power of two up to 64, "
+                       r"or a multiple of 64"),
+    (dict(headdim=96), r"headdim=96 \(x.shape\[3\]\)"),
+    (dict(chunk_size=48), r"chunk_size=48 \(chunk_size\) is not supported; expected chunk_size a power of two"),
+    (dict(batch=16384, nheads=4, seqlen=64), r"batch=16384 \(x.shape\[0\]\), nheads=4 \(x.shape\[2\]\) is not "
+                                             r"supported; expected batch \* nheads at most 65535"),
+])
+def test_what_tilegyms_code_cannot_take_is_unsupported_with_the_reason(monkeypatch: pytest.MonkeyPatch, sizes: dict,
+                                                                       argument: str) -> None:
+    """Outside what its autotune spaces, tiles and grids need, tilegym's mamba2_chunk_forward raised "Unsupported
+    Mamba shape: autotune search space is empty" or a cuTile or CUDA error naming no argument: the registry records
+    such a case unsupported, citing tilegym's code, and the adapter refuses it naming the argument, before tilegym."""
+    from validation.registry import IMPLS
+
+    shape = {"batch": 1, "seqlen": 192, "nheads": 8, "headdim": 64, "dstate": 64, "chunk_size": 64, **sizes}
+    chunk_size = shape.pop("chunk_size")
+    spec = ProblemSpec(**shape, ngroups=1, chunk_size=chunk_size, dtype="bf16")
+    reason = IMPLS["tilegym"].unsupported_reason(spec)
+    assert reason is not None and "mamba2.py lines" in reason, reason
+    calls = _tilegym_stubbed(monkeypatch)
+    from kernels.tilegym import ssd_fwd_tilegym
+
+    with pytest.raises(ValueError, match=rf"ssd_fwd_tilegym: {argument}.* \(TileGym.*mamba2.py lines"):
+        ssd_fwd_tilegym(*_meta_args(**shape), chunk_size=chunk_size)
+    assert calls == []
+
+
+def test_the_registry_and_the_tilegym_adapter_refuse_the_same_sizes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One declaration (kernels.tilegym.LIMITS): the registry's unsupported and the adapter's refusal agree."""
+    from kernels.tilegym import ssd_fwd_tilegym
+    from validation.registry import IMPLS
+
+    calls, outcomes = _tilegym_stubbed(monkeypatch), set()
+    sizes = itertools.product((1, 8192), (4, 6, 8, 12), (16, 32, 48, 64, 96, 128, 192), (16, 24, 48, 64, 100),
+                              (32, 48, 64, 128))
+    for batch, nheads, headdim, dstate, chunk in sizes:
+        spec = ProblemSpec(batch=batch, seqlen=2 * chunk, nheads=nheads, headdim=headdim, ngroups=1, dstate=dstate,
+                           chunk_size=chunk, dtype="bf16")
+        reason = IMPLS["tilegym"].unsupported_reason(spec)
+        before = len(calls)
+        try:
+            ssd_fwd_tilegym(*_meta_args(batch, 2 * chunk, nheads, headdim, dstate), chunk_size=chunk)
+            refused = None
+        except ValueError as error:
+            refused = str(error)
+        assert (reason is None) == (refused is None) == (len(calls) > before), (spec, reason, refused)
+        outcomes.add(reason is None)
+    assert outcomes == {True, False}, "the sizes span both sides of the requirements"
+    # Every case the suites run: none is ruled out by these requirements (the ragged ones are, as before).
+    for tag, spec in matrix.correctness_cases() + matrix.stability_cases():
+        reason = IMPLS["tilegym"].unsupported_reason(spec)
+        assert reason is None or "multiple of chunk_size" in reason, (tag, reason)

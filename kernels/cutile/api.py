@@ -16,10 +16,14 @@ from kernels.cutile.state_pass import state_dtype, state_pass
 from kernels.cutile.tuning import VARIANTS, Configs, Variant
 from reference.checks import SSDDims, check_inputs
 
-__all__ = ["ssd_fwd_cutile", "ssd_fwd_cutile_variant", "check_kernel_limits", "plan_forward", "intermediate_traffic",
-           "launch_names"]
+__all__ = ["ssd_fwd_cutile", "ssd_fwd_cutile_variant", "check_kernel_limits", "check_configs", "plan_forward",
+           "intermediate_traffic", "launch_names"]
 
 _WHO = "ssd_fwd_cutile"
+
+# The most programs a launch may have along each grid axis: cuTile's 24-bit limit (ct.launch: "Grid[0] exceeds 24-bit
+# limit"), and CUDA's 65535 along gridDim.y and z, which cuTile does not check.
+GRID_LIMITS = (2**24 - 1, 65535, 65535)
 
 
 def check_kernel_limits(dims: SSDDims) -> None:
@@ -33,6 +37,80 @@ def check_kernel_limits(dims: SSDDims) -> None:
     if dims.batch > LIMITS.max_batch:
         raise ValueError(f"{_WHO}: x has batch={dims.batch} (x.shape[0]); expected at most {LIMITS.max_batch} "
                          "(the CUDA grid limit); split the batch")
+
+
+def _check(x, dt, A, B, C, D, initial_state, chunk_size, *, launching: bool) -> SSDDims:
+    """The forward's checks, for ``_forward`` (``launching``) and for the plans on any device (``plan_forward``,
+    ``launch_names``), so that a plan refuses what the forward refuses, with the same message.
+
+    A plan needs no CUDA device (it is made on meta tensors too) and reads no values: dt's and A's domain is checked
+    (``check_domain``, one host synchronisation) only before a launch. Tensors that require grad are refused in both:
+    our kernels have no backward, and torch refuses a launch the array interface of such a tensor (a bare
+    RuntimeError after the launches before it); detaching them here instead would return a y that silently carries no
+    gradient."""
+    dims = check_inputs(x, dt, A, B, C, D, initial_state, chunk_size=chunk_size, who=_WHO,
+                        domain="mamba" if launching else "any", chunk_sizes=LIMITS.chunk_sizes,
+                        require_cuda=LIMITS.needs_cuda and launching, refuse_grad=True)
+    check_kernel_limits(dims)
+    return dims
+
+
+def _is_pow2(n: object) -> bool:
+    return isinstance(n, int) and not isinstance(n, bool) and n >= 1 and n & (n - 1) == 0
+
+
+def check_configs(configs: Configs, dims: SSDDims, chunk_size: int) -> None:
+    """Refuse, naming ``configs``, the stage and the field, a caller's configurations whose tiles do not fit this
+    problem: a tile must be a power of two (cuTile's tiles are) no larger than the dimension it tiles, as
+    ``tuning.choose`` builds them (``min(block, dim)``); the dimensions being powers of two (``check_kernel_limits``),
+    such a tile divides its dimension, so every grid has programs and every element of y and the final state is
+    written. The chunk cumsum's heads are the exception: their tile is zero-padded (nheads 3 gets 4), so any power
+    of two. Segment lengths and scan steps, in chunks, must be powers of two. Checks every stage, run or not."""
+    if not isinstance(configs, Configs):
+        raise TypeError(f"{_WHO}: configs must be a kernels.cutile.tuning.Configs (or None: the choosers'); got "
+                        f"{type(configs).__name__}")
+    headdim = ("headdim", dims.headdim, "x.shape[3]")
+    dstate = ("dstate", dims.dstate, "B.shape[3]")
+    chunk = ("chunk_size", chunk_size, "chunk_size")
+    walk = {"block_p": headdim, "block_n": dstate, "seg_chunks": None}
+    tiles = {
+        "chunk_cumsum": {"block_h": None},
+        "state_pass": {"block_p": headdim, "block_n": dstate},
+        "segment_state": walk,
+        "chunk_state": walk,
+        "segment_scan": {"block_p": headdim, "block_n": dstate, "step": None},
+        "segment_apply": {"block_p": headdim, "block_n": dstate},
+        "chunk_out": {"block_m": chunk, "block_p": headdim, "block_n": dstate},
+        "segment_out": {"block_p": headdim, "seg_chunks": None},
+    }
+    for stage, fields in tiles.items():
+        cfg = getattr(configs, stage)
+        for field, dim in fields.items():
+            value = getattr(cfg, field)
+            if dim is None:
+                if not _is_pow2(value):
+                    raise ValueError(f"{_WHO}: configs.{stage}.{field}={value!r}; expected a power of two >= 1")
+                continue
+            name, size, where = dim
+            if not _is_pow2(value) or value > size:
+                raise ValueError(f"{_WHO}: configs.{stage}.{field}={value!r} does not fit the problem's {name}={size} "
+                                 f"({where}), which it tiles; expected a power of two from 1 to {size}")
+
+
+def _check_grids(launches: list[Launch], dims: SSDDims, chunk_size: int) -> None:
+    """Refuse a plan with a grid past ``GRID_LIMITS`` (or without programs) before anything is launched, naming the
+    sizes that grow it: along axis 0 the tokens and heads (with the headdim and dstate tiles), along 1 and 2 the
+    batch (refused past 65535 by ``check_kernel_limits`` already) or, for the chunk cumsum, the heads."""
+    for launch in launches:
+        for axis, (programs, limit) in enumerate(zip(launch.grid, GRID_LIMITS, strict=False)):
+            if 1 <= programs <= limit:
+                continue
+            raise ValueError(
+                f"{_WHO}: x has seqlen={dims.seqlen} (x.shape[1]) and nheads={dims.nheads} (x.shape[2]) (headdim="
+                f"{dims.headdim}, dstate={dims.dstate}, batch={dims.batch}, chunk_size={chunk_size}): the kernel "
+                f"{launch.kernel._pyfunc.__name__} would launch {programs} programs along grid axis {axis} "
+                f"{tuple(launch.grid)}; expected 1 to {limit} (cuTile's and CUDA's limit on a grid axis): split the "
+                "sequence or the heads into several calls")
 
 
 def _dense(t: torch.Tensor | None) -> torch.Tensor | None:
@@ -55,10 +133,12 @@ def _skips_scan(variant: Variant, nchunks: int, seg_chunks: int, has_initial_sta
 def plan_forward(x, dt, A, B, C, D, initial_state, *, chunk_size: int, arch: str,
                  variant: Variant = VARIANTS["default"],
                  configs: Configs | None = None) -> tuple[list[Launch], torch.Tensor, torch.Tensor]:
-    """Allocate the buffers and plan the launches for checked inputs (any device, meta too).
+    """Check the inputs as the forward does (but on any device, meta too, and without reading dt's and A's values:
+    ``_check``), allocate the buffers and plan the launches.
 
-    ``configs``: every stage's tiles (None: ``tuning.choose``'s for this problem); the variant's ``c_once``
-    and ``cb_heads`` (if > 1) still decide chunk_out's.
+    ``configs``: every stage's tiles (None: ``tuning.choose``'s for this problem), refused unless they fit it
+    (``check_configs``); the variant's ``c_once`` and ``cb_heads`` (if > 1) still decide chunk_out's. A plan with a
+    grid past cuTile's or CUDA's limits is refused (``GRID_LIMITS``).
 
     Intermediates, all on x's device:
         g, dtT  (batch, nheads, nchunks * chunk_size) fp32: log2-scaled in-chunk cumsum of A*dt, and dt,
@@ -73,7 +153,25 @@ def plan_forward(x, dt, A, B, C, D, initial_state, *, chunk_size: int, arch: str
         cbuf    (batch, nchunks, ngroups, chunk_size, chunk_size) fp32: C·Bᵀ per chunk and group, if
                 chunk_out's configuration reads it from a buffer.
     """
-    dims = SSDDims(*x.shape, *B.shape[2:])
+    dims = _check(x, dt, A, B, C, D, initial_state, chunk_size, launching=False)
+    return _plan(x, dt, A, B, C, D, initial_state, dims, chunk_size=chunk_size, arch=arch, variant=variant,
+                 configs=configs)
+
+
+def _plan(x, dt, A, B, C, D, initial_state, dims: SSDDims, *, chunk_size: int, arch: str, variant: Variant,
+          configs: Configs | None) -> tuple[list[Launch], torch.Tensor, torch.Tensor]:
+    """``plan_forward`` for inputs ``_check`` passed (``dims``: their sizes): the caller's configurations checked
+    first, the grids before anything is launched."""
+    if configs is not None:
+        check_configs(configs, dims, chunk_size)
+    launches, y, final_state = _plan_stages(x, dt, A, B, C, D, initial_state, dims, chunk_size=chunk_size, arch=arch,
+                                            variant=variant, configs=configs)
+    _check_grids(launches, dims, chunk_size)
+    return launches, y, final_state
+
+
+def _plan_stages(x, dt, A, B, C, D, initial_state, dims: SSDDims, *, chunk_size: int, arch: str, variant: Variant,
+                 configs: Configs | None) -> tuple[list[Launch], torch.Tensor, torch.Tensor]:
     cfgs = configs if configs is not None else tuning.choose(arch, dims, x.dtype, chunk_size)
     wide = variant.int64 == "all"
     x, dt, A, B, C, D, initial_state = (_dense(t) for t in (x, dt, A, B, C, D, initial_state))
@@ -137,6 +235,7 @@ def intermediate_traffic(dims: SSDDims, dtype: torch.dtype, chunk_size: int, arc
     every write and every read of an intermediate once (L2 hits are counted as traffic: an upper bound on
     what the design must move, not a measurement).
     """
+    tuning.check_problem(arch, dims, dtype, chunk_size, who="intermediate_traffic")
     nchunks = -(-dims.seqlen // chunk_size)
     tokens = dims.batch * nchunks * chunk_size
     elems = dims.batch * dims.nheads * nchunks * dims.headdim * dims.dstate
@@ -213,21 +312,21 @@ def launch_names(x, dt, A, B, C, D=None, initial_state=None, *, chunk_size: int 
                  variant: str = "default", configs: Configs | None = None) -> list[str]:
     """The kernels one call of ``ssd_fwd_cutile_variant(variant, configs=configs)`` launches on these inputs, in
     launch order: the plan ``plan_forward`` makes for them on the meta device (nothing is allocated or
-    launched)."""
-    meta = [None if t is None else torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
-            for t in (x, dt, A, B, C, D, initial_state)]
-    launches, _, _ = plan_forward(*meta, chunk_size=chunk_size, arch=arch, variant=_variant(variant),
-                                  configs=configs)
+    launched). The inputs are checked as the forward checks them (``plan_forward``), values aside."""
+    variant_ = _variant(variant)
+    # Anything but a tensor goes to the checks as it came, which name it.
+    meta = [torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta").requires_grad_(t.requires_grad)
+            if isinstance(t, torch.Tensor) else t for t in (x, dt, A, B, C, D, initial_state)]
+    launches, _, _ = plan_forward(*meta, chunk_size=chunk_size, arch=arch, variant=variant_, configs=configs)
     return [launch.kernel._pyfunc.__name__ for launch in launches]
 
 
 def _forward(x, dt, A, B, C, D, initial_state, chunk_size: int, variant: Variant, configs: Configs | None = None):
-    dims = check_inputs(x, dt, A, B, C, D, initial_state, chunk_size=chunk_size, who=_WHO,
-                        chunk_sizes=LIMITS.chunk_sizes, require_cuda=LIMITS.needs_cuda)
-    check_kernel_limits(dims)
+    dims = _check(x, dt, A, B, C, D, initial_state, chunk_size, launching=True)
     major, minor = torch.cuda.get_device_capability(x.device)
-    launches, y, final_state = plan_forward(x, dt, A, B, C, D, initial_state, chunk_size=chunk_size,
-                                            arch=f"sm_{major}{minor}", variant=variant, configs=configs)
+    # Every check, the configurations' and the grids' included, is done before the first launch.
+    launches, y, final_state = _plan(x, dt, A, B, C, D, initial_state, dims, chunk_size=chunk_size,
+                                     arch=f"sm_{major}{minor}", variant=variant, configs=configs)
     with torch.cuda.device(x.device):
         stream = torch.cuda.current_stream()
         for launch in launches:

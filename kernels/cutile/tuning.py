@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from reference.checks import SSDDims
+from reference.checks import FLOAT_DTYPES, SSDDims, dtype_name
 
 # Programs the grids aim at, per architecture: (the sequential state pass, the segment-parallel pass's local
 # walk). On the H200 (sm_90, 132 SMs), where they were measured: about 2 and 4 per SM (both walks at occupancy
@@ -154,6 +154,24 @@ VARIANTS = {
     "segmented-out-scanned": Variant(state="segmented-out", two_segment_scan=True),
     "cumsum-in-kernels": Variant(cumsum_in_kernels=True),
 }
+
+
+def check_problem(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int, *, who: str) -> None:
+    """Refuse, naming the argument, what no chooser here is defined for: ``arch`` not a string, sizes that are not
+    ints >= 1, a dtype other than bf16, fp16 or fp32, a chunk_size that is not an int >= 1. (What the kernels tile
+    is ``check_kernel_limits``'s: the choosers answer for any size.)"""
+    if not isinstance(arch, str):
+        raise TypeError(f"{who}: arch must be a str such as 'sm_90'; got {type(arch).__name__} {arch!r}")
+    sizes = {f"dims.{name}": getattr(dims, name, None)
+             for name in ("batch", "seqlen", "nheads", "headdim", "ngroups", "dstate")}
+    for name, value in {**sizes, "chunk_size": chunk_size}.items():
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{who}: {name} must be an int; got {type(value).__name__} {value!r}")
+        if value < 1:
+            raise ValueError(f"{who}: {name} must be >= 1; got {value}")
+    if dtype not in FLOAT_DTYPES:
+        raise TypeError(f"{who}: dtype must be one of {', '.join(map(dtype_name, FLOAT_DTYPES))} (x's dtype); "
+                        f"got {dtype!r}")
 
 
 def _next_pow2(n: int) -> int:
@@ -300,6 +318,7 @@ def state_pass_kind(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: in
     lacks. fp32 inputs, whose walk is not swapped, keep the segmented pass at dstate 512 (measured on bf16 before the
     swap: 758 vs 824 us at 16384 tokens).
     """
+    check_problem(arch, dims, dtype, chunk_size, who="state_pass_kind")
     nchunks = -(-dims.seqlen // chunk_size)
     if _segmented_out(arch, dims, dtype, chunk_size, initial_state):
         return "segmented-out"
@@ -561,6 +580,7 @@ class Configs:
 
 def choose(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> Configs:
     """The choosers' configuration of every stage for this problem."""
+    check_problem(arch, dims, dtype, chunk_size, who="choose")
     args = (arch, dims, dtype, chunk_size)
     return Configs(chunk_cumsum=chunk_cumsum_config(*args), state_pass=state_pass_config(*args),
                    segment_state=segment_state_config(*args), chunk_state=chunk_state_config(*args),

@@ -2,7 +2,8 @@
 
 NVIDIA's published cuTile code (tilegym 1.5.1), measured beside ours as a peer and never used by
 it. What it cannot take is refused with the common clear error, never passed on to give a wrong
-answer: seqlen must be a multiple of chunk_size (TileGym has no ragged tail), and it needs a CUDA
+answer: seqlen must be a multiple of chunk_size (TileGym has no ragged tail), the sizes must be
+those its autotune spaces, tiles and grids need (``LIMITS.requirements``), and it needs a CUDA
 device. D=None is passed as zeros and initial_state=None as a zero state, which is what they mean.
 Its chunk-entry states are kept in the dtype of C (bf16 for bf16 inputs), a precision choice of its
 own that the tolerance table accounts for.
@@ -20,12 +21,42 @@ import importlib.metadata
 import torch
 from torch import Tensor
 
-from reference.checks import CHUNK_SIZE, FLOAT_DTYPES, Limits, check_inputs, dtype_name
+from reference.checks import CHUNK_SIZE, FLOAT_DTYPES, Limits, Requirement, check_inputs, check_requirements, dtype_name
 
 __all__ = ["LIMITS", "ssd_fwd_tilegym", "tilegym_version"]
 
-# No ragged last chunk; a CUDA device.
-LIMITS = Limits(needs_cuda=True, dtypes=tuple(dtype_name(d) for d in FLOAT_DTYPES), ragged=False)
+
+def _power_of_two(n: int) -> bool:
+    return n >= 1 and n & (n - 1) == 0
+
+
+# What mamba2_chunk_forward's code needs (tilegym 1.5.1, tilegym/ops/cutile/mamba2.py; its forward path only:
+# _chunk_cumsum, _fwd_pass_state, _compute_out). Outside these it raises "Unsupported Mamba shape: autotune search
+# space is empty" (lines 1436-1438, 1498-1499, 1559-1560; autotune off too: it takes the space's first entry), fails
+# to compile a tile that is not a power of two, or launches a grid CUDA refuses.
+_REQUIREMENTS = (
+    Requirement(("nheads",), lambda nheads: nheads % 4 == 0, "nheads a multiple of 4",
+                "TileGym's chunk cumsum tiles heads by BLOCK_H in (4, 8, 16), which must divide nheads: mamba2.py "
+                "lines 640-644"),
+    Requirement(("dstate",), lambda dstate: dstate % 16 == 0, "dstate a multiple of 16",
+                "TileGym's state pass and output tile dstate by BLOCK_STATE in (16, 32, 64) and (16, ..., 128), "
+                "which must divide dstate: mamba2.py lines 652-654, 678-680, 697-699"),
+    Requirement(("headdim",), lambda headdim: headdim % 64 == 0 or (headdim < 64 and _power_of_two(headdim)),
+                "headdim a power of two up to 64, or a multiple of 64",
+                "TileGym tiles headdim by BLOCK_HEAD = min(64, headdim), which must divide headdim (mamba2.py lines "
+                "655-657, 675-677, 694-696) and, as a tile's dimension (x's (chunk_size, BLOCK_HEAD) tile, lines "
+                "898-904), be a power of two"),
+    Requirement(("chunk_size",), _power_of_two, "chunk_size a power of two",
+                "TileGym's kernels take chunk_size as a tile's dimension, which must be a power of two: mamba2.py "
+                "lines 44, 811"),
+    Requirement(("batch", "nheads"), lambda batch, nheads: batch * nheads <= 65535, "batch * nheads at most 65535",
+                "TileGym's state pass launches one program per (batch, head) along gridDim.z, whose CUDA limit is "
+                "65535: mamba2.py lines 1484-1485"),
+)
+
+# No ragged last chunk (mamba2.py lines 1392-1394); a CUDA device; the requirements above.
+LIMITS = Limits(needs_cuda=True, dtypes=tuple(dtype_name(d) for d in FLOAT_DTYPES), ragged=False,
+                requirements=_REQUIREMENTS)
 
 
 def tilegym_version() -> str:
@@ -38,12 +69,13 @@ def tilegym_version() -> str:
 def ssd_fwd_tilegym(x: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Tensor | None = None,
                     initial_state: Tensor | None = None, chunk_size: int = CHUNK_SIZE) -> tuple[Tensor, Tensor]:
     """TileGym's cuTile forward. Returns y (x's dtype) and final_state (fp32)."""
-    batch, seqlen, nheads, headdim, _, dstate = check_inputs(
-        x, dt, A, B, C, D, initial_state, chunk_size=chunk_size, who="ssd_fwd_tilegym",
-        require_cuda=LIMITS.needs_cuda)
+    dims = check_inputs(x, dt, A, B, C, D, initial_state, chunk_size=chunk_size, who="ssd_fwd_tilegym",
+                        require_cuda=LIMITS.needs_cuda)
+    batch, seqlen, nheads, headdim, _, dstate = dims
     if not LIMITS.ragged and seqlen % chunk_size:
         raise ValueError(f"ssd_fwd_tilegym: x has seqlen={seqlen}; expected a multiple of chunk_size={chunk_size}"
                          " (TileGym's mamba2_chunk_forward has no ragged last chunk)")
+    check_requirements(LIMITS, dims, chunk_size, who="ssd_fwd_tilegym")
     tilegym_version()
     from tilegym.ops.cutile.mamba2 import mamba2_chunk_forward
 
