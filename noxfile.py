@@ -61,7 +61,7 @@ def _children() -> list[int]:
     return pids
 
 
-STOPPED: list[str] = []  # the signals that asked this nox to stop
+STOPPED: list[str] = []  # the signals that asked this nox to stop (_stop appends; validate starts no step after one)
 
 
 def _from_the_terminal() -> bool:
@@ -77,7 +77,9 @@ def _stop(signum: int, _frame: object) -> None:
     with no terminal), stops a session as Ctrl-C in a terminal does: the running command gets SIGINT, and nox
     waits for it (STOP_TIMEOUTS), so a suite writes what it finished and stops its own children instead of running
     on after nox is gone. (nox itself only waits for the command after SIGINT, and runs the next one if that one
-    then exits 0.) Ctrl-C in the terminal has reached the command already: it is not sent twice."""
+    then exits 0: the signal is kept in STOPPED, and validate starts no further step.) Ctrl-C in the terminal has
+    reached the command already: it is not sent twice."""
+    STOPPED.append(signal.Signals(signum).name)
     if signum != signal.SIGINT or not _from_the_terminal():
         for pid in _children():
             with contextlib.suppress(ProcessLookupError):
@@ -175,10 +177,30 @@ def tests(session: nox.Session) -> None:
     Also the correctness and stability matrices with the references (GPU cases recorded not-run with the
     reason), and the report in headless Chromium (see _browser)."""
     _install(session, "test", "compile")
+    browser = _browser(session)
     # What the suites write on the way is a by-product of testing them: it goes to a temporary directory, not
-    # among the runs under reports/ that `nox -s report` renders.
-    scratch = tempfile.mkdtemp(prefix="ssd-tests-")
-    _pytest(session, marker=None, env={**_browser(session), "SSD_RUN_DIR": scratch})
+    # among the runs under reports/ that `nox -s report` renders; one left empty (pytest refused its arguments,
+    # or wrote nothing) is removed.
+    scratch = Path(tempfile.mkdtemp(prefix="ssd-tests-"))
+    try:
+        _pytest(session, marker=None, env={**browser, "SSD_RUN_DIR": str(scratch)})
+    finally:
+        _remove_if_empty(scratch)
+
+
+def _remove_if_empty(directory: Path) -> None:
+    """Remove ``directory`` and its folders, deepest first, where they hold no file (any file keeps its folders)."""
+    for folder in sorted((d for d in directory.rglob("*") if d.is_dir()), key=lambda d: len(d.parts), reverse=True):
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+    with contextlib.suppress(OSError):
+        directory.rmdir()
+
+
+def _no_posargs(session: nox.Session) -> None:
+    """Refuse arguments after ``--`` in a session that takes none, rather than run as if they were not given."""
+    if session.posargs:
+        session.error(f"{session.name} takes no arguments after --; got {' '.join(session.posargs)}")
 
 
 @nox.session(python=None)
@@ -226,6 +248,7 @@ def explore(session: nox.Session) -> None:
 @nox.session(python=None)
 def lint(session: nox.Session) -> None:
     """ruff over the whole tree, and the layers' import contracts (import-linter, pyproject.toml)."""
+    _no_posargs(session)
     _install(session, "lint", base=False)
     session.run("ruff", "check", ".")
     session.run("lint-imports")
@@ -251,8 +274,20 @@ def validate(session: nox.Session) -> None:
     counts every status per suite and implementation and fails the session on any failure of ours or a
     missing results file; a peer's failure is a finding, printed, not a session failure.
     Without a GPU the GPU suites record their cases as not-run (with the reason) and the report says so.
+    Arguments after `--` are the benchmark's (`-- --help` lists them); they are checked before the first step.
+    Ctrl-C or SIGTERM keeps what finished (the running suite records the rest not-run) and starts no further step.
     """
     _install(session, "test", "compile", "gpu")
+    py = _python(session)
+    benchmark = (py, "-m", "validation.bench.run", *session.posargs)
+    if {"-h", "--help"} & set(session.posargs):
+        session.run(*benchmark)  # the benchmark's options, and nothing run
+        return
+    try:  # a typo in the benchmark's arguments fails now, in seconds, not after the suites before it
+        session.run(*benchmark[:3], "--check-args", *session.posargs, silent=True)
+    except nox.command.CommandFailed:
+        session.error(f"validate: the benchmark refused its arguments ({' '.join(session.posargs)}): see above; "
+                      "nothing was run")
     run_dir = _run_dir(session)
     results = _project("validation.results")
     try:  # a directory that cannot take every suite's results file is found now, not after the last suite
@@ -260,7 +295,6 @@ def validate(session: nox.Session) -> None:
     except results.RunDirError as err:
         session.error(f"validate: {err}")
     env = {"SSD_RUN_DIR": str(run_dir), "PYTHONHASHSEED": "0"}
-    py = _python(session)
     pytest = (py, "-m", "pytest", "--strict-markers", "--strict-config", "-p", "no:cacheprovider")
     cpu_tests = "not matrix and not compile and not browser and not container"
     if _has_gpu(session):
@@ -274,19 +308,26 @@ def validate(session: nox.Session) -> None:
         ("CPU tests", (*pytest, "-n", "auto", "-m", cpu_tests, "validation")),
         ("correctness", (*pytest, "-m", "matrix", "validation/test_correctness.py")),
         ("stability", (*pytest, "-m", "matrix", "validation/test_stability.py")),
-        ("benchmark", (py, "-m", "validation.bench.run", *session.posargs)),
+        ("benchmark", benchmark),
         ("report", (py, "-m", "reports.render", str(run_dir), "--out", str(run_dir))),
     ]
     session.log("validate: the browser and Dockerfile checks are `nox -s tests`' and CI's; they are deselected here")
     failed = []
-    for title, argv in steps:
-        if STOPPED:  # a command that finished cleanly after the signal: nox would go on to the next one
+
+    def not_after_a_signal(title: str) -> None:
+        # A command that exits 0 after the signal (it had finished, or wrote its results and exited cleanly): nox then
+        # returns from session.run as if nothing had happened, and would go on to the next step.
+        if STOPPED:
             session.error(f"validate: stopped by {STOPPED[0]} before {title}; the results so far are in {run_dir}")
+
+    for title, argv in steps:
+        not_after_a_signal(title)
         session.log(f"validate: {title}: {' '.join(argv)}")
         try:
             session.run(*argv, env=env, **STOP_TIMEOUTS)
         except nox.command.CommandFailed:
             failed.append(title)
+    not_after_a_signal("the summary")
     session.log(f"validate: results and report in {run_dir}")
     try:
         session.run(py, "-m", "validation.summary", str(run_dir), env=env)
@@ -316,6 +357,7 @@ def lock(session: nox.Session) -> None:
 
     One universal resolution (uv) for Python 3.11 and later on any platform; environment markers carry
     what differs between Pythons (the image has Ubuntu 24.04's 3.12, CI's stand-in Debian's)."""
+    _no_posargs(session)  # `-- --help` would otherwise re-resolve and rewrite requirements.lock
     if session.venv_backend != "none":
         session.install("-c", str(CONSTRAINTS), "uv")
     wanted = sorted({*BASE, *(p for g in IMAGE_GROUPS for p in GROUPS[g]), *SESSION_TOOLS} - set(NO_DEPS))

@@ -11,6 +11,7 @@ a missing browser fails them.
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import sys
@@ -39,7 +40,10 @@ def find_browser() -> tuple[str | None, str]:
     return None, MISSING
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    argparse.ArgumentParser(prog="python -m validation.browser", description=__doc__.split("\n\n")[0],
+                            epilog="Prints the browser's path ($SSD_BROWSER, else the first Chromium or Chrome on "
+                                   "PATH), or says what is missing (exit 1).").parse_args(argv)
     path, why = find_browser()
     if path is None:
         print(why, file=sys.stderr)

@@ -25,6 +25,7 @@ the same way).
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import multiprocessing
 import os
 import runpy
@@ -238,9 +239,33 @@ class Pool:
             self.stop.discard(self)
 
 
-if __name__ == "__main__":
-    # python -m validation.isolated MODULE ARGS...: set this child up, then run MODULE as __main__ with ARGS.
+USAGE = "usage: python -m validation.isolated [-h] MODULE [ARGS ...]"
+
+
+def _main(argv: list[str]) -> int | None:
+    """``python -m validation.isolated MODULE ARGS...``: set this child up, then run MODULE as __main__ with ARGS
+    (everything after MODULE is MODULE's). A missing or unknown MODULE: one line, exit 2."""
     die_with_parent()
-    target = sys.argv[1]
-    sys.argv = [target, *sys.argv[2:]]
+    if argv[:1] in (["-h"], ["--help"]):
+        print(f"{USAGE}\n\nRun MODULE as __main__ with ARGS in a child set up as the suite's children are: it dies "
+              "with its parent, and Ctrl-C stops it at once (the suite starts its children this way).")
+        return 0
+    if not argv or argv[0].startswith("-"):
+        print(f"{USAGE}\npython -m validation.isolated: error: expected a MODULE to run; got "
+              f"{argv[0] if argv else 'nothing'}", file=sys.stderr)
+        return 2
+    target = argv[0]
+    try:
+        found = importlib.util.find_spec(target)
+    except (ImportError, ValueError):
+        found = None
+    if found is None:
+        print(f"{USAGE}\npython -m validation.isolated: error: MODULE: no module named {target!r}", file=sys.stderr)
+        return 2
+    sys.argv = [target, *argv[1:]]
     runpy.run_module(target, run_name="__main__", alter_sys=True)
+    return None
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

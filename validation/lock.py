@@ -12,6 +12,7 @@ every installed distribution (pip aside) is one of those or pinned in constraint
 
 from __future__ import annotations
 
+import argparse
 import importlib.metadata
 import re
 import sys
@@ -66,7 +67,9 @@ def differences(lock: dict[str, str], constraints: dict[str, str], have: dict[st
     return out
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    argparse.ArgumentParser(prog="python -m validation.lock", description=__doc__.split("\n\n")[0],
+                            epilog="Exit 0 when it does; else one line per difference, exit 1.").parse_args(argv)
     found = differences(locked(LOCK.read_text()), locked(CONSTRAINTS.read_text()), installed())
     for line in found:
         print(line)

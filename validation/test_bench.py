@@ -457,7 +457,12 @@ def test_a_benchmark_stopped_while_it_compiles_writes_every_point_as_not_reached
     (["--budget-s", "-3"], "--budget-s"), (["--budget-s", "nan"], "--budget-s"),
     (["--ablation-points", "0x128"], "--ablation-points"),
     (["--seqlen", "4096", "--ablation-points", "8192x128"], "8192x128 not in the sweep"),
-], ids=["seqlen-0", "dstate-negative", "reps-0", "budget-negative", "budget-nan", "point-0", "point-outside"])
+    (["--seqlen", "99999999999999999999"], "argument --seqlen: expected an integer from 1 to 16777216"),
+    (["--dstate", "65537"], "argument --dstate: expected an integer from 1 to 65536"),
+    (["--ablation-points", "99999999999999999999x128"], "argument --ablation-points: expected SEQLENxDSTATE"),
+    (["--impl", "cutile", "--seqlen", "1024", "--dstate", "3"], "--dstate 3: none of --impl cutile takes this point"),
+], ids=["seqlen-0", "dstate-negative", "reps-0", "budget-negative", "budget-nan", "point-0", "point-outside",
+        "seqlen-past-any-gpu", "dstate-past-any-gpu", "point-past-any-gpu", "no-impl-takes-the-point"])
 def test_bad_benchmark_arguments_are_refused_by_name_before_any_run_directory(args, named, tmp_path, monkeypatch,
                                                                               capsys) -> None:
     from validation.bench import run
@@ -494,3 +499,90 @@ def test_explore_cutile_never_replaces_an_earlier_file_and_says_it_needs_a_gpu(t
     with pytest.raises(SystemExit):
         explore_cutile.main([str(tmp_path / "new.json"), "--reps", "0"])
     assert "argument --reps: expected an integer >= 1" in capsys.readouterr().err
+
+
+# --- the command-line tools' arguments: one line naming what is wrong, exit 2, nothing written or replaced ---
+
+
+def test_check_args_checks_the_benchmarks_arguments_and_runs_nothing(tmp_path, monkeypatch, capsys) -> None:
+    """What `nox -s validate` runs before its first step, so that a typo fails in seconds, not after the suites."""
+    from validation.bench import run
+
+    monkeypatch.setenv("SSD_RUN_DIR", str(tmp_path / "run"))
+    assert run.main(["--check-args", "--impl", "cutile", "triton", "--seqlen", "1024", "--dstate", "3"]) == 0
+    assert "the arguments hold (1 points x 2 implementations)" in capsys.readouterr().out, \
+        "Triton takes any dstate: a point one implementation asked for can take is not refused"
+    assert not (tmp_path / "run").exists()
+    with pytest.raises(SystemExit) as stop:
+        run.main(["--check-args", "--seqlen", "1k"])
+    assert stop.value.code == 2 and "argument --seqlen" in capsys.readouterr().err
+
+
+def _benchmark_file(tmp_path) -> tuple:
+    """A benchmark results file with one timed case, and another suite's."""
+    case = {"id": "cutile-bf16-x", "impl": "cutile", "status": "pass", "dtype": "bf16",
+            "shape": {"seqlen": 1024, "dstate": 64}, "kernel_us": Samples([10.0, 12.0]).as_dict(),
+            "wall_us": Samples([50.0]).as_dict()}
+    bench, other = tmp_path / "benchmark.json", tmp_path / "correctness.json"
+    bench.write_text(json.dumps({"suite": "benchmark", "environment": {}, "created": "2026-11-30T00:00:00+00:00",
+                                 "cases": [case]}))
+    other.write_text(json.dumps({"suite": "correctness", "environment": {}, "cases": []}))
+    return bench, other
+
+
+@pytest.mark.parametrize("source,named", [
+    ("missing.json", "missing.json: no such file"), (".", ": a directory"), ("notes.txt", "not a results file (JSON)"),
+    ("correctness.json", "expected a benchmark results file; its suite is 'correctness'"),
+    ("list.json", "its suite is None"), ("nocases.json", "not a benchmark results file of this suite"),
+], ids=["missing", "directory", "not-json", "another-suite", "not-an-object", "no-cases"])
+def test_pytest_benchmark_json_refuses_what_is_not_a_benchmark_file_in_one_line(source, named, tmp_path,
+                                                                                  capsys) -> None:
+    from validation.bench import pytest_benchmark_json
+
+    _benchmark_file(tmp_path)
+    (tmp_path / "notes.txt").write_text("not json")
+    (tmp_path / "list.json").write_text("[]")
+    (tmp_path / "nocases.json").write_text(json.dumps({"suite": "benchmark", "environment": {}}))
+    with pytest.raises(SystemExit) as stop:
+        pytest_benchmark_json.main([str(tmp_path / source), str(tmp_path / "out.json")])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and named in err and "Traceback" not in err
+    assert err.strip().splitlines()[-1].startswith("python -m validation.bench.pytest_benchmark_json: error: ")
+    assert not (tmp_path / "out.json").exists()
+
+
+def test_pytest_benchmark_json_replaces_an_existing_file_only_with_overwrite(tmp_path, capsys) -> None:
+    from validation.bench import pytest_benchmark_json
+
+    bench, _ = _benchmark_file(tmp_path)
+    out = tmp_path / "out.json"
+    out.write_text("earlier")
+    with pytest.raises(SystemExit) as stop:
+        pytest_benchmark_json.main([str(bench), str(out)])
+    assert stop.value.code == 2 and "out.json exists; pass --overwrite" in capsys.readouterr().err
+    assert out.read_text() == "earlier"
+    assert pytest_benchmark_json.main([str(bench), str(out), "--overwrite"]) == 0
+    assert len(json.loads(out.read_text())["benchmarks"]) == 1
+    with pytest.raises(SystemExit) as stop:
+        pytest_benchmark_json.main([str(bench), str(tmp_path / "out.json" / "in-a-file.json"), "--overwrite"])
+    assert stop.value.code == 2 and "cannot write it" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:
+        pytest_benchmark_json.main(["--help"])
+    assert stop.value.code == 0 and "usage: python -m validation.bench.pytest_benchmark_json" in capsys.readouterr().out
+
+
+def test_explore_cutile_refuses_an_unknown_only_prefix_and_an_unwritable_folder_before_any_gpu_work(
+        tmp_path, capsys) -> None:
+    pytest.importorskip("cuda.tile", reason="explore_cutile imports cuda.tile (the compile group)")
+    from validation.bench import explore_cutile
+
+    with pytest.raises(SystemExit) as stop:  # on any machine: a typo is found before the GPU is looked for
+        explore_cutile.main([str(tmp_path / "new.json"), "--dstate", "128", "--only", "chunk_out", "typo"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "--only typo: no candidate's name starts with it" in err
+    assert "chunk_out" in err.splitlines()[-1], "the names there are listed"
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(SystemExit) as stop:
+        explore_cutile.main([str(tmp_path / "a-file" / "new.json")])
+    assert stop.value.code == 2 and "its folder cannot take it" in capsys.readouterr().err
+    assert not (tmp_path / "new.json").exists()

@@ -558,7 +558,8 @@ def test_the_chunk_states_layout_is_the_walks_and_chunk_out_is_told(variant, tra
 
 
 @pytest.mark.parametrize("seqlen,dstate,chunk", [(16384, 128, 128), (16384, 512, 128), (1024, 256, 128),
-                                                 (262144, 512, 128), (16384, 128, 256), (4096, 64, 64)])
+                                                 (262144, 512, 128), (16384, 128, 256), (4096, 64, 64),
+                                                 (4096, 64, 128), (16384, 64, 128)])
 def test_every_exploration_candidate_plans(seqlen, dstate, chunk) -> None:
     # explore_cutile's candidates run on a GPU one after another: one that cannot even be planned would only
     # show there, after the GPU time before it. Each must plan on meta tensors, under a name of its own.

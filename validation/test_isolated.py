@@ -155,3 +155,15 @@ def test_no_child_outlives_a_parent_killed_by_sigkill(tmp_path: Path) -> None:
 
 if __name__ == "__main__":  # the popen child of PARENT
     _pid_then_sleep(sys.argv[1])
+
+
+@pytest.mark.parametrize("args,code,says", [
+    ([], 2, "error: expected a MODULE to run; got nothing"),
+    (["no_such_module.anywhere"], 2, "error: MODULE: no module named 'no_such_module.anywhere'"),
+    (["--help"], 0, "usage: python -m validation.isolated [-h] MODULE [ARGS ...]"),
+], ids=["no-module", "unknown-module", "help"])
+def test_the_child_entry_point_says_what_it_expects(args: list[str], code: int, says: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "validation.isolated", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == code, done.stderr[-2000:]
+    assert says in done.stdout + done.stderr and "Traceback" not in done.stderr, done.stderr[-2000:]

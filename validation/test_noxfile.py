@@ -71,3 +71,158 @@ def test_a_signal_to_nox_alone_stops_the_session_and_keeps_what_finished(signame
     assert any(c["status"] == "not-run" and c["reason"].startswith("interrupted") for c in data["cases"])
     time.sleep(0.5)
     assert not _group_alive(nox.pid), "a process of the stopped session is still running"
+
+
+# --- The sessions' own logic, run in this process with a stand-in for nox's Session (nothing is executed): what
+# validate runs first, that a signal stops it between steps, what lint, lock and tests do with stray arguments. ---
+
+
+@pytest.fixture
+def noxfile(monkeypatch):
+    """noxfile.py as a module; its signal handlers (installed on import) are put back, and it finds no children to
+    signal."""
+    import importlib.util
+
+    import nox.registry
+
+    monkeypatch.setattr(nox.registry, "_REGISTRY", {})  # nox's registry of sessions, which the import fills
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    spec = importlib.util.spec_from_file_location("ssd_noxfile_under_test", ROOT / "noxfile.py")
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+    monkeypatch.setattr(module, "_children", lambda: [])
+    return module
+
+
+class FakeSession:
+    """What the sessions use of nox.Session: ``run`` records each command and answers through ``answer``."""
+
+    venv_backend = "none"
+
+    def __init__(self, name: str, posargs: list[str], answer=None) -> None:
+        self.name, self.posargs, self.runs = name, posargs, []
+        self.answer = answer or (lambda argv: "")
+
+    def run(self, *argv: str, **kwargs: object) -> object:
+        self.runs.append(list(argv))
+        return self.answer(list(argv))
+
+    def error(self, *args: object):
+        import nox.sessions
+
+        raise nox.sessions._SessionQuit(*args)
+
+    def log(self, *args: object) -> None:
+        pass
+
+    warn = log
+
+
+def _quit():
+    import nox.sessions
+
+    return pytest.raises(nox.sessions._SessionQuit)
+
+
+def test_validate_checks_the_benchmarks_arguments_before_its_first_step(noxfile, tmp_path, monkeypatch) -> None:
+    import nox.command
+
+    def answer(argv: list[str]) -> str:
+        if "--check-args" in argv:
+            raise nox.command.CommandFailed("exit 2")
+        return "False"
+
+    monkeypatch.setenv("SSD_RUN_DIR", str(tmp_path / "run"))
+    session = FakeSession("validate", ["--seqlen", "0"], answer)
+    with _quit() as quit_:
+        noxfile.validate(session)
+    assert "the benchmark refused its arguments (--seqlen 0)" in str(quit_.value)
+    assert len(session.runs) == 1 and session.runs[0][1:4] == ["-m", "validation.bench.run", "--check-args"]
+    assert session.runs[0][4:] == ["--seqlen", "0"], "the check is given the arguments the benchmark step gets"
+    assert not (tmp_path / "run").exists(), "nothing was run, no run directory made"
+
+
+def test_a_signal_while_a_validate_step_runs_starts_no_further_step(noxfile, tmp_path, monkeypatch) -> None:
+    """The step ends with exit 0 after the signal (nox then returns as if nothing happened): no further step."""
+
+    def answer(argv: list[str]) -> str:
+        if "compile" in argv:  # the compile check gets the signal, writes its results and exits 0
+            try:
+                noxfile._stop(signal.SIGTERM, None)
+            except KeyboardInterrupt:
+                pass  # what nox's popen does with it when the command then exits 0
+        return "False"
+
+    monkeypatch.setenv("SSD_RUN_DIR", str(tmp_path / "run"))
+    session = FakeSession("validate", [], answer)
+    with _quit() as quit_:
+        noxfile.validate(session)
+    assert "stopped by SIGTERM before CPU tests" in str(quit_.value)
+    assert session.runs[-1][-2:] == ["compile", "validation"], "the step after the signal did not start"
+
+
+@pytest.mark.parametrize("name", ["lint", "lock"])
+def test_sessions_that_take_no_arguments_refuse_them(name: str, noxfile, tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(noxfile, "LOCK", tmp_path / "requirements.lock")  # never the committed one
+    session = FakeSession(name, ["--help"])
+    with _quit() as quit_:
+        getattr(noxfile, name)(session)
+    assert f"{name} takes no arguments after --; got --help" in str(quit_.value)
+    assert session.runs == [] and not (tmp_path / "requirements.lock").exists()
+
+
+def test_tests_leaves_no_empty_scratch_directory_behind(noxfile, tmp_path, monkeypatch) -> None:
+    import tempfile
+
+    import nox.command
+
+    def answer(argv: list[str]) -> str:
+        if "pytest" in argv:
+            raise nox.command.CommandFailed("exit 4: pytest refused --bogus")
+        return "/usr/bin/chromium"
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with pytest.raises(nox.command.CommandFailed):
+        noxfile.tests(FakeSession("tests", ["--bogus"], answer))
+    assert not list(tmp_path.glob("ssd-tests-*")), "an empty scratch directory was left behind"
+
+    def writes_then_fails(argv: list[str]) -> str:
+        if "pytest" in argv:
+            (scratch,) = tmp_path.glob("ssd-tests-*")
+            (scratch / "raw").mkdir()
+            (scratch / "raw" / "reference.json").write_text("{}")
+            raise nox.command.CommandFailed("exit 1")
+        return "/usr/bin/chromium"
+
+    with pytest.raises(nox.command.CommandFailed):
+        noxfile.tests(FakeSession("tests", [], writes_then_fails))
+    assert [p.name for p in tmp_path.glob("ssd-tests-*/raw/*")] == ["reference.json"], "what a run wrote is kept"
+
+
+# --- The modules the sessions run, and reports.screenshots, on their own command lines (in a child: validation's
+# tests import no reports module). ---
+
+
+def _cli(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", *argv], cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("module", ["validation.lock", "validation.browser"])
+def test_help_is_help_not_the_check(module: str) -> None:
+    done = _cli(module, "--help")
+    assert done.returncode == 0 and done.stdout.startswith(f"usage: python -m {module}"), done.stdout[-2000:]
+
+
+def test_screenshots_never_replace_a_png_unless_asked_and_say_an_unwritable_folder_in_one_line(tmp_path) -> None:
+    (tmp_path / "cpu-first-screen.png").write_bytes(b"earlier")
+    done = _cli("reports.screenshots", "--cpu", str(tmp_path), "--out", str(tmp_path))
+    assert done.returncode == 2 and "cpu-first-screen.png exists; pass --overwrite" in done.stderr, done.stderr
+    assert (tmp_path / "cpu-first-screen.png").read_bytes() == b"earlier"
+    (tmp_path / "a-file").write_text("")
+    done = _cli("reports.screenshots", "--cpu", str(tmp_path), "--out", str(tmp_path / "a-file" / "shots"))
+    assert done.returncode == 2 and "--out" in done.stderr and "cannot write there" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr

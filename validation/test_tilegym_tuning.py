@@ -203,3 +203,88 @@ def test_each_problem_starts_with_empty_tilegym_caches(tmp_path: Path) -> None:
     assert problems == [problem_key("fp32", 1, 16, 2, 4, 1, n, 8, contiguous=True) for n in (4, 4, 8)]
     assert tilegym_tuning.decisions(problems[-1])[0]["source"].startswith("tuned in this run")
     assert tilegym_tuning.current_problem() is None
+
+
+# --- The command line (python -m validation.bench.tilegym_tuning): every misuse is one line and exit 2, before any
+# child starts or any file is written; merge replaces an existing table only with --overwrite. ---
+
+
+def _table(path: Path, *problems: str) -> Path:
+    """A tuning file with one choice per problem."""
+    for problem in problems:
+        TuningStore(path).put({**VERSIONS, "kernel": "out_kernel", "problem": problem, "config": {}, "mean_us": 1.0,
+                               "tune_s": 1.0, "tuned_at": "2026-01-01T00:00:00Z"})
+    return path
+
+
+def _refused(argv: list[str], capsys) -> str:
+    """The one error line of a refused command line (exit 2, no traceback)."""
+    with pytest.raises(SystemExit) as stop:
+        tilegym_tuning.main(argv)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2, err
+    assert "Traceback" not in err and err.strip().splitlines()[-1].startswith("python -m validation.bench."), err
+    return err.strip().splitlines()[-1]
+
+
+@pytest.fixture
+def no_warm(monkeypatch) -> list:
+    """warm's children replaced by a record of the call (a refused command line starts none)."""
+    calls: list = []
+    monkeypatch.setattr(tilegym_tuning, "warm", lambda shapes, *, jobs: calls.append((list(shapes), jobs)) or 0)
+    return calls
+
+
+def test_warm_on_a_machine_without_a_gpu_says_it_needs_one_and_starts_nothing(no_warm, monkeypatch, capsys) -> None:
+    monkeypatch.setattr("validation.gpu.HAS_CUDA", False)
+    assert "warm needs a GPU" in _refused(["warm", "--jobs", "1"], capsys)
+    assert no_warm == []
+
+
+@pytest.mark.parametrize("argv,named", [
+    (["warm", "--jobs", "0"], "argument --jobs: expected an integer >= 1; got '0'"),
+    (["warm", "--jobs", "-1"], "argument --jobs: expected an integer >= 1; got '-1'"),
+    (["warm", "--shapes", "1x"], "argument --shapes: expected SEQLENxDSTATE"),
+    (["warm", "--shapes", "abc"], "argument --shapes: expected SEQLENxDSTATE"),
+], ids=["jobs-0", "jobs-negative", "shape-half", "shape-word"])
+def test_warms_bad_arguments_are_refused_by_name(argv, named, no_warm, monkeypatch, capsys) -> None:
+    monkeypatch.setattr("validation.gpu.HAS_CUDA", True)  # what a GPU machine would say: the arguments decide
+    assert named in _refused(argv, capsys)
+    assert no_warm == []
+
+
+def test_show_and_merge_refuse_what_is_not_a_tuning_file(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("SSD_TILEGYM_TUNING", str(tmp_path / "no-store.json"))
+    (tmp_path / "notes.md").write_text("# not json\n")
+    (tmp_path / "list.json").write_text("[]")
+    assert "no stored choices: the user's store" in _refused(["show"], capsys)
+    assert "missing.json: no such file" in _refused(["show", str(tmp_path / "missing.json")], capsys)
+    assert "notes.md: not a tuning file" in _refused(["show", str(tmp_path / "notes.md")], capsys)
+    assert ": a directory" in _refused(["show", str(tmp_path)], capsys)
+    assert "list.json: format 'list'" in _refused(["show", str(tmp_path / "list.json")], capsys)
+    out = tmp_path / "table.json"
+    assert "missing.json: no such file" in _refused(["merge", str(out), str(tmp_path / "missing.json")], capsys)
+    assert "notes.md: not a tuning file" in _refused(["merge", str(out), str(tmp_path / "notes.md")], capsys)
+    assert not out.exists(), "a refused merge writes nothing"
+    (tmp_path / "a-file").write_text("")
+    gpu0 = _table(tmp_path / "gpu0.json", "p0")
+    assert "cannot write it" in _refused(["merge", str(tmp_path / "a-file" / "t.json"), str(gpu0)], capsys)
+
+
+def test_merge_replaces_an_existing_table_only_with_overwrite_and_then_with_exactly_the_files(tmp_path: Path,
+                                                                                             capsys) -> None:
+    gpu0, gpu1 = _table(tmp_path / "gpu0.json", "p0"), _table(tmp_path / "gpu1.json", "p1")
+    table = _table(tmp_path / "table.json", "old")
+    before = table.read_text()
+    assert "table.json exists; pass --overwrite" in _refused(["merge", str(table), str(gpu0)], capsys)
+    assert table.read_text() == before, "not folded in silently"
+    assert tilegym_tuning.main(["merge", str(table), str(gpu0), "--overwrite"]) == 0
+    assert {e["problem"] for e in TuningStore(table).entries.values()} == {"p0"}
+    assert tilegym_tuning.main(["merge", str(table), str(table), str(gpu1), "--overwrite"]) == 0
+    assert {e["problem"] for e in TuningStore(table).entries.values()} == {"p0", "p1"}, "OUT named as a FILE: kept"
+
+
+def test_the_hidden_warm_one_is_not_in_the_help(capsys) -> None:
+    with pytest.raises(SystemExit) as stop:
+        tilegym_tuning.main(["--help"])
+    assert stop.value.code == 0 and "warm-one" not in capsys.readouterr().out

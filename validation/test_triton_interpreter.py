@@ -151,3 +151,31 @@ def test_bad_input_is_rejected_by_the_common_check() -> None:
     x, dt, A, B, C, D, _ = _spec("fp32", 4, 1).make_inputs().as_args()
     with pytest.raises(ValueError, match=r"^ssd_fwd_triton: D has shape \(4, 16\)"):
         ssd_fwd_triton(x, dt, A, B, C, D[:, None].expand(4, 16), chunk_size=16)
+
+
+def test_the_child_entry_point_says_what_it_expects_and_never_replaces_records(tmp_path: Path, monkeypatch,
+                                                                                capsys) -> None:
+    from validation import triton_interpreter
+
+    def refused(argv: list[str]) -> str:
+        with pytest.raises(SystemExit) as stop:
+            triton_interpreter.main(argv)
+        assert stop.value.code == 2
+        return capsys.readouterr().err.strip().splitlines()[-1]
+
+    assert "required: CASES.json, RECORDS.json" in refused([])
+    with pytest.raises(SystemExit) as stop:
+        triton_interpreter.main(["--help"])
+    assert stop.value.code == 0 and "usage:" in capsys.readouterr().out
+    cases, records = tmp_path / "cases.json", tmp_path / "records.json"
+    cases.write_text(json.dumps([]))
+    for name in INTERPRETER_ENV:
+        monkeypatch.delenv(name, raising=False)
+    assert "needs TRITON_INTERPRET=1 MAMBA_DETERMINISTIC=1 in the environment" in refused([str(cases), str(records)])
+    for name, value in INTERPRETER_ENV.items():
+        monkeypatch.setenv(name, value)
+    records.write_text("earlier")
+    assert "records.json exists; pass --overwrite" in refused([str(cases), str(records)])
+    assert records.read_text() == "earlier"
+    assert "missing.json" in refused([str(tmp_path / "missing.json"), str(tmp_path / "new.json")])
+    assert not (tmp_path / "new.json").exists()

@@ -6,11 +6,11 @@ autotune configs at import (``MAMBA_DETERMINISTIC=1`` keeps one, so autotune nev
 would need a device). Both must hold before triton or mamba_ssm is imported, which a pytest process
 cannot promise, so the cases run in a child process started with ``INTERPRETER_ENV``::
 
-    python -m validation.triton_interpreter CASES.json RECORDS.json
+    python -m validation.triton_interpreter CASES.json RECORDS.json [--overwrite]
 
-CASES.json is a list of ``{"id": ..., "spec": ProblemSpec.as_dict()}``; RECORDS.json gets one record
-per case: the id, the spec, the call's seconds, the output dtypes, and the errors of y and final_state
-against the float64 recurrence (``validation.compare.errors``, fields ``y_*`` and ``state_*``).
+CASES.json is a list of ``{"id": ..., "spec": ProblemSpec.as_dict()}``; RECORDS.json (a new file unless
+``--overwrite``) gets one record per case: the id, the spec, the call's seconds, the output dtypes, and the errors
+of y and final_state against the float64 recurrence (``validation.compare.errors``, fields ``y_*`` and ``state_*``).
 
 bf16 runs but its numbers are wrong: the interpreter's ``tl.dot`` multiplies bf16 bit patterns
 (https://github.com/triton-lang/triton/issues/11584). The interpreter also ignores tf32, so its
@@ -19,6 +19,7 @@ numerics are ``ieee`` and its tolerances are not the GPU's.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -29,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["INTERPRETER_ENV", "cpu_device_shim", "run_cases"]
+__all__ = ["INTERPRETER_ENV", "cpu_device_shim", "main", "run_cases"]
 
 INTERPRETER_ENV = {"TRITON_INTERPRET": "1", "MAMBA_DETERMINISTIC": "1"}
 
@@ -82,6 +83,37 @@ def run_cases(cases: list[dict]) -> list[dict]:
     return records
 
 
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m validation.triton_interpreter",
+                                     description=__doc__.split("\n\n")[0],
+                                     epilog="Run with " + " ".join(f"{k}={v}" for k, v in INTERPRETER_ENV.items())
+                                            + " in the environment (validation/test_triton_interpreter.py does).")
+    parser.add_argument("cases", type=Path, metavar="CASES.json",
+                        help='a JSON list of {"id": ..., "spec": ProblemSpec.as_dict()}')
+    parser.add_argument("records", type=Path, metavar="RECORDS.json", help="where the records go; a new file")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing RECORDS.json")
+    args = parser.parse_args(argv)
+    missing = [f"{k}={v}" for k, v in INTERPRETER_ENV.items() if os.environ.get(k) != v]
+    if missing:
+        parser.error(f"needs {' '.join(missing)} in the environment before triton is imported (set it when starting "
+                     "this process)")
+    if args.records.exists() and not args.overwrite:
+        parser.error(f"{args.records} exists; pass --overwrite to replace it, or name a new RECORDS.json")
+    try:
+        cases = json.loads(args.cases.read_text())
+        if not isinstance(cases, list) or not all(isinstance(c, dict) and "id" in c and "spec" in c for c in cases):
+            raise ValueError('expected a list of {"id": ..., "spec": {...}}')
+    except (OSError, ValueError) as err:
+        parser.error(f"{args.cases}: {err}")
+    records = run_cases(cases)
+    from validation.results import write_text_atomic
+
+    try:
+        write_text_atomic(args.records, json.dumps(records, indent=1), overwrite=args.overwrite)
+    except OSError as err:
+        parser.error(f"{args.records}: cannot write it: {err}")
+    return 0
+
+
 if __name__ == "__main__":
-    cases_path, records_path = map(Path, sys.argv[1:3])
-    records_path.write_text(json.dumps(run_cases(json.loads(cases_path.read_text())), indent=1))
+    sys.exit(main())

@@ -19,6 +19,7 @@ import argparse
 import dataclasses
 import functools
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -29,7 +30,7 @@ from kernels.cutile import tuning
 from kernels.cutile.api import launch_names, ssd_fwd_cutile_variant
 from reference import ProblemSpec, SSDDims, ssd_chunked
 from reference.checks import domain_checked
-from validation.bench.sweep import POINT, positive_int
+from validation.bench.sweep import POINT, dstate_arg, positive_int, seqlen_arg
 from validation.bench.timing import cupti_kernel_us, per_kernel_us
 from validation.gpu import HAS_CUDA, judge
 from validation.provenance import environment
@@ -72,8 +73,11 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
         if cand != scan:
             out.append(one(f"chunked scan p{cand.block_p} n{cand.block_n} s{step}", "chunked-state", "segment_scan",
                            cand))
+    # Several heads a chunk_out program: not where chunk_out completes the segmented pass's states (segmented-out),
+    # which takes one head a program (chunk_out refuses the rest).
+    heads = (2, 4, 8) if whole and tuning.state_pass_kind(arch, dims, dtype, spec.chunk_size) != "segmented-out" else ()
     for cand in (dataclasses.replace(co, occupancy=None), dataclasses.replace(co, block_n=min(64, spec.dstate)),
-                 *(dataclasses.replace(co, block_h=h) for h in ((2, 4, 8) if whole else ()))):
+                 *(dataclasses.replace(co, block_h=h) for h in heads)):
         if cand != co:
             out.append(one(f"chunk_out n{cand.block_n} occ{cand.occupancy} h{cand.block_h}", "default", "chunk_out",
                            cand))
@@ -405,38 +409,54 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m validation.bench.explore_cutile", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out", type=Path, help="the JSON file to write, rewritten after every candidate; a new path")
-    parser.add_argument("--seqlen", nargs="+", type=positive_int, default=[16384])
-    parser.add_argument("--dstate", nargs="+", type=positive_int, default=[128, 512])
+    parser.add_argument("--seqlen", nargs="+", type=seqlen_arg, default=[16384])
+    parser.add_argument("--dstate", nargs="+", type=dstate_arg, default=[128, 512])
     parser.add_argument("--chunk-size", type=int, choices=(64, 128, 256), default=POINT["chunk_size"],
                         help=f"the chunk size of every point (default: the benchmark's, {POINT['chunk_size']})")
     parser.add_argument("--reps", type=positive_int, default=10,
                         help="timed calls of each candidate, each after an L2 flush (default: 10)")
     parser.add_argument("--only", nargs="+", default=None,
-                        help="candidates whose name starts with one of these (and the default)")
+                        help="candidates whose name starts with one of these (and the default); a prefix that no "
+                             "candidate of any point has is refused")
     args = parser.parse_args(argv)
     if args.out.exists():  # rewritten after every candidate: an earlier exploration's file is never replaced
         parser.error(f"{args.out} exists; results are never overwritten: name a new file")
+    try:  # a folder that cannot take the file is found now, not after the first candidate's GPU work
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=args.out.parent).close()
+    except OSError as err:
+        parser.error(f"{args.out}: its folder cannot take it: {err}")
+    # The choosers' configuration for this GPU, as the forward picks it (without one, sm_90's, to check --only).
+    major, minor = torch.cuda.get_device_capability() if HAS_CUDA else (9, 0)
+    arch = f"sm_{major}{minor}"
+    specs = [ProblemSpec(seqlen=seqlen, dstate=dstate, **{**POINT, "chunk_size": args.chunk_size})
+             for seqlen in args.seqlen for dstate in args.dstate]
+    if args.only:
+        names = {c[0] for spec in specs for c in _candidates(spec, spec.torch_dtype, None, arch)}
+        unmatched = [prefix for prefix in args.only if not any(name.startswith(prefix) for name in names)]
+        if unmatched:
+            firsts = sorted({name.split()[0].rstrip(":") for name in names})
+            parser.error(f"--only {' '.join(unmatched)}: no candidate's name starts with "
+                         f"{'it' if len(unmatched) == 1 else 'these'} at any point ({arch}); the names start with "
+                         f"{', '.join(firsts)}")
     if not HAS_CUDA:
         parser.error("it times kernels on a GPU, and this machine has no CUDA device (torch.cuda.is_available() "
                      "is False)")
-    major, minor = torch.cuda.get_device_capability()
-    arch = f"sm_{major}{minor}"  # the choosers' configuration for this GPU, as the forward picks it
     rows, env = [], environment([0])
-    for seqlen in args.seqlen:
-        for dstate in args.dstate:
-            spec = ProblemSpec(seqlen=seqlen, dstate=dstate, **{**POINT, "chunk_size": args.chunk_size})
-            inputs = spec.make_inputs("cuda")
-            y_ref, state_ref = ssd_chunked(*inputs.as_args(), chunk_size=32)
-            for name, variant, cfgs in _candidates(spec, inputs.x.dtype, args.only, arch):
-                # Before the first call, which compiles: a candidate that holds the compiler is named on the way in.
-                print(f"l={seqlen} n={dstate} {name:<28} compiling, gating, timing", file=sys.stderr, flush=True)
-                call = functools.partial(ssd_fwd_cutile_variant(variant, configs=cfgs), *inputs.as_args(),
-                                         chunk_size=spec.chunk_size)
-                row, shown = _measure(call, spec, name, variant, cfgs, inputs, y_ref, state_ref, args.reps, arch)
-                rows.append(row)
-                print(f"l={seqlen} n={dstate} {name:<28} {shown}", file=sys.stderr, flush=True)
-                # after every candidate, so a run stopped from outside keeps every row it finished
-                write_json_atomic(args.out, {"environment": env, "rows": rows}, overwrite=True)
+    for spec in specs:
+        seqlen, dstate = spec.seqlen, spec.dstate
+        inputs = spec.make_inputs("cuda")
+        y_ref, state_ref = ssd_chunked(*inputs.as_args(), chunk_size=32)
+        for name, variant, cfgs in _candidates(spec, inputs.x.dtype, args.only, arch):
+            # Before the first call, which compiles: a candidate that holds the compiler is named on the way in.
+            print(f"l={seqlen} n={dstate} {name:<28} compiling, gating, timing", file=sys.stderr, flush=True)
+            call = functools.partial(ssd_fwd_cutile_variant(variant, configs=cfgs), *inputs.as_args(),
+                                     chunk_size=spec.chunk_size)
+            row, shown = _measure(call, spec, name, variant, cfgs, inputs, y_ref, state_ref, args.reps, arch)
+            rows.append(row)
+            print(f"l={seqlen} n={dstate} {name:<28} {shown}", file=sys.stderr, flush=True)
+            # after every candidate, so a run stopped from outside keeps every row it finished
+            write_json_atomic(args.out, {"environment": env, "rows": rows}, overwrite=True)
     return 0
 
 

@@ -5,11 +5,15 @@ over the CUPTI kernel-time samples (in seconds, as pytest-benchmark keeps them);
 the CUPTI statistics in microseconds, the wall time, compile time, floor and the gate's errors. The
 results file of the contract stays the source: this file is derived from it and can be rebuilt.
 
-    python -m validation.bench.pytest_benchmark_json RUN_DIR/raw/benchmark.json OUT.json
+    python -m validation.bench.pytest_benchmark_json RUN_DIR/raw/benchmark.json OUT.json [--overwrite]
+
+The benchmark writes this file itself (RUN_DIR/pytest-benchmark.json); this rebuilds it, or makes one from an
+older run. OUT must be new unless ``--overwrite``.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import platform
 import sys
@@ -66,16 +70,37 @@ def convert(results: dict) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = argv if argv is not None else sys.argv[1:]
-    if len(args) != 2:
-        print(__doc__, file=sys.stderr)
-        return 2
-    source, target = Path(args[0]), Path(args[1])
-    results = json.loads(source.read_text())
-    if results.get("suite") != "benchmark":
-        raise ValueError(f"{source}: expected a benchmark results file; its suite is {results.get('suite')!r}")
-    write_json_atomic(target, convert(results))
-    print(f"pytest-benchmark file: {target}")
+    parser = argparse.ArgumentParser(prog="python -m validation.bench.pytest_benchmark_json",
+                                     description=__doc__.split("\n\n")[0],
+                                     epilog="Every problem with the arguments or the files is one line and exit 2.")
+    parser.add_argument("source", type=Path, metavar="RESULTS",
+                        help="a benchmark results file (RUN_DIR/raw/benchmark.json)")
+    parser.add_argument("target", type=Path, metavar="OUT", help="the pytest-benchmark file to write; a new path")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an existing OUT (it is derived from RESULTS and can be rebuilt)")
+    args = parser.parse_args(argv)
+    source, target = args.source, args.target
+    if target.exists() and not args.overwrite:
+        parser.error(f"{target} exists; pass --overwrite to replace it, or name a new OUT")
+    if not source.is_file():
+        parser.error(f"{source}: {'a directory' if source.is_dir() else 'no such file'}; expected a benchmark "
+                     "results file (RUN_DIR/raw/benchmark.json)")
+    try:
+        results = json.loads(source.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        parser.error(f"{source}: not a results file (JSON): {err}")
+    suite = results.get("suite") if isinstance(results, dict) else None
+    if suite != "benchmark":
+        parser.error(f"{source}: expected a benchmark results file; its suite is {suite!r}")
+    try:
+        document = convert(results)
+    except (KeyError, TypeError, AttributeError) as err:
+        parser.error(f"{source}: not a benchmark results file of this suite: it lacks or mistypes {err}")
+    try:
+        write_json_atomic(target, document, overwrite=args.overwrite)
+    except OSError as err:
+        parser.error(f"{target}: cannot write it: {err}")
+    print(f"pytest-benchmark file: {target} ({len(document['benchmarks'])} benchmarks)")
     return 0
 
 

@@ -33,7 +33,7 @@ from kernels.cutile.tuning import VARIANTS
 from reference import ProblemSpec, ssd_chunked
 from reference.checks import check_domain, domain_checked
 from validation import isolated
-from validation.bench import precompile, tilegym_tuning
+from validation.bench import precompile, sweep, tilegym_tuning
 from validation.bench.clocks import ClockSampler, slowdown
 from validation.bench.flops import cost, floor_us
 from validation.bench.published import PUBLISHED_B300
@@ -347,15 +347,6 @@ def _shown(record: CaseRecord) -> str:
 ABLATION_POINTS = ((16384, 128), (16384, 512))
 
 
-def _point(text: str) -> tuple[int, int]:
-    try:
-        seqlen, dstate = (positive_int(v) for v in text.lower().split("x"))
-    except (ValueError, argparse.ArgumentTypeError):
-        raise argparse.ArgumentTypeError(f"expected SEQLENxDSTATE, two integers >= 1, e.g. 16384x128; got "
-                                         f"{text!r}") from None
-    return seqlen, dstate
-
-
 def _interrupt(signum: int, frame: object) -> None:
     name = signal.Signals(signum).name
     raise isolated.Interrupted(f"interrupted: {name}", name)
@@ -366,17 +357,22 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--impl", nargs="+", default=["cutile", "triton", "tilegym"], choices=sorted(IMPLS),
                         help="the implementations to time (default: cutile triton tilegym)")
-    parser.add_argument("--seqlen", nargs="+", type=positive_int, default=list(SEQLENS),
-                        help="sequence lengths of the sweep (default: 1024 to 262144, the powers of two)")
-    parser.add_argument("--dstate", nargs="+", type=positive_int, default=list(DSTATES),
-                        help="state sizes of the sweep (default: 64 128 256 512)")
+    parser.add_argument("--seqlen", nargs="+", type=sweep.seqlen_arg, default=list(SEQLENS),
+                        help="sequence lengths of the sweep (default: 1024 to 262144, the powers of two); at most "
+                             f"{sweep.MAX_SEQLEN} (2**24): at the sweep's point that is 64 GiB of x in bf16 and "
+                             "256 GiB of its float64 reference, past any GPU's memory")
+    parser.add_argument("--dstate", nargs="+", type=sweep.dstate_arg, default=list(DSTATES),
+                        help="state sizes of the sweep (default: 64 128 256 512); at most "
+                             f"{sweep.MAX_DSTATE} (2**16), where the float64 reference's chunk states at 16384 "
+                             "tokens are 128 GiB. A point that none of --impl takes (cuTile: powers of two 16-512; "
+                             "Triton: any) is refused")
     parser.add_argument("--reps", type=positive_int, default=20,
                         help="timed calls of each implementation at a point, each after an L2 flush (default: 20)")
     parser.add_argument("--cutile-variants", nargs="*", default=sorted(set(VARIANTS) - {"default"}),
                         choices=sorted(set(VARIANTS) - {"default"}),
                         help="also time these ablations of ours (kernels.cutile.tuning.VARIANTS), each a case with "
                              "a variant field, at the --ablation-points (default: every variant; none: no ablation)")
-    parser.add_argument("--ablation-points", nargs="*", type=_point, default=None,
+    parser.add_argument("--ablation-points", nargs="*", type=sweep.point_arg, default=None,
                         metavar="SEQLENxDSTATE",
                         help="the points of the sweep where the variants run (default: the headline, 16384x128, "
                              "and 16384x512, where the sweep has them)")
@@ -393,6 +389,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="cached (default): TileGym's stored choice per shape, else its first config; tune: run "
                              "TileGym's exhaustive autotune where no choice is stored (about 5 minutes per new "
                              "shape on an H200) and store it; off: TileGym's first config everywhere")
+    parser.add_argument("--check-args", action="store_true",
+                        help="check these arguments and exit (0 when they would run), measuring nothing and making no "
+                             "run directory (nox -s validate does this before its first step)")
     args = parser.parse_args(argv)
     if args.compile_jobs < 0:
         parser.error(f"--compile-jobs must be >= 0; got {args.compile_jobs}")
@@ -410,6 +409,14 @@ def main(argv: list[str] | None = None) -> int:
             _progress(f"benchmark: the ablation's default points {' '.join(outside)} are not in this sweep; the "
                       f"variants of ours run {f'at {where}' if where else 'nowhere'}")
     specs = [ProblemSpec(seqlen=seqlen, dstate=dstate, **POINT) for seqlen, dstate in points]
+    for spec in specs:  # a point none of the implementations asked for can take would only be recorded unsupported
+        reasons = [IMPLS[name].unsupported_reason(spec) for name in args.impl]
+        if all(reasons):
+            parser.error(f"--seqlen {spec.seqlen} --dstate {spec.dstate}: none of --impl {' '.join(args.impl)} takes "
+                         f"this point ({'; '.join(dict.fromkeys(reasons))})")
+    if args.check_args:
+        print(f"benchmark: the arguments hold ({len(specs)} points x {len(args.impl)} implementations)")
+        return 0
     try:  # a run directory that cannot take the file is found now, not after the last point
         results = ResultsFile("benchmark", check=True)
     except RunDirError as err:

@@ -18,9 +18,9 @@ Choices are looked up in the user's store (``SSD_TILEGYM_TUNING``, else
 (``validation/bench/tilegym_tuned.json``, tuned on the lent H200). Every decision is logged, so the
 benchmark writes into its results which config each TileGym kernel ran with and where it came from.
 
-    python -m validation.bench.tilegym_tuning show [FILE]           # the stored choices
-    python -m validation.bench.tilegym_tuning merge OUT FILE...     # several tuning runs into one table
-    python -m validation.bench.tilegym_tuning warm --jobs 24        # compile the search spaces in parallel
+    python -m validation.bench.tilegym_tuning show [FILE]           # the stored choices (default: the user's store)
+    python -m validation.bench.tilegym_tuning merge OUT FILE...     # several tuning runs into one new table
+    python -m validation.bench.tilegym_tuning warm --jobs 24        # compile the search spaces in parallel (a GPU)
 
 A tuning run on a GPU: ``warm`` first (compiling is most of the autotune's time and is parallel there),
 then ``python -m validation.bench.run --impl tilegym --tilegym-tuning tune``.
@@ -43,7 +43,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from reference.checks import dtype_name
-from validation.bench.sweep import POINT
+from validation.bench.sweep import POINT, point_arg, positive_int
 from validation.bench.tilegym_decisions import FIRST_CONFIG
 from validation.results import write_json_atomic
 
@@ -123,12 +123,21 @@ class TuningStore:
         self.entries = self._read()
 
     def _read(self) -> dict[str, dict[str, object]]:
+        """The file's entries by key ({} where there is no file); ValueError for a file that is not a store."""
         if not self.path.exists():
             return {}
-        data = json.loads(self.path.read_text())
-        if data.get("format") != FORMAT:
-            raise ValueError(f"{self.path}: format {data.get('format')!r}; expected {FORMAT!r}")
-        return {_entry_key(entry): entry for entry in data["entries"]}
+        try:
+            data = json.loads(self.path.read_text())
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise ValueError(f"{self.path}: not a tuning file ({FORMAT} JSON): {err}") from None
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            found = data.get("format") if isinstance(data, dict) else type(data).__name__
+            raise ValueError(f"{self.path}: format {found!r}; expected {FORMAT!r}")
+        try:
+            return {_entry_key(entry): entry for entry in data["entries"]}
+        except (KeyError, TypeError, AttributeError) as err:
+            raise ValueError(f"{self.path}: an entry lacks {err} (every entry has device, tilegym, cuda_tile, kernel "
+                             "and problem)") from None
 
     def get(self, **key: str) -> dict[str, object] | None:
         return self.entries.get(_entry_key(key))
@@ -332,45 +341,88 @@ def _warm_one(index: int, of: int, shapes: Sequence[tuple[int, int]]) -> None:
             torch.cuda.empty_cache()
 
 
-def _show(path: Path) -> None:
-    for entry in TuningStore(path, writable=False).entries.values():
+def _show(store: TuningStore) -> None:
+    for entry in store.entries.values():
         print(f"{entry['device']} {entry['problem']:<40} {entry['kernel']:<24} {entry['mean_us']:9.1f} us "
               f"{entry['tune_s']:6.0f} s  {entry['config']}")
+
+
+def _store(parser: argparse.ArgumentParser, path: Path) -> TuningStore:
+    """The tuning file ``path``, which must exist; anything else is the parser's error (one line, exit 2)."""
+    if not path.is_file():
+        parser.error(f"{path}: {'a directory' if path.is_dir() else 'no such file'}; expected a tuning file "
+                     f"({FORMAT} JSON)")
+    try:
+        return TuningStore(path, writable=False)
+    except (OSError, ValueError) as err:
+        parser.error(str(err))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m validation.bench.tilegym_tuning", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{show,merge,warm}")
     show = sub.add_parser("show", help="list the stored choices")
-    show.add_argument("file", nargs="?", type=Path, default=None)
-    merge = sub.add_parser("merge", help="merge tuning files into one table (later files win)")
-    merge.add_argument("out", type=Path)
-    merge.add_argument("files", nargs="+", type=Path)
-    warm_all = sub.add_parser("warm", help="compile every config of the sweep's shapes in parallel processes")
-    warm_all.add_argument("--jobs", type=int, default=max((os.cpu_count() or 2) - 2, 1))
-    warm_all.add_argument("--shapes", nargs="+", metavar="SEQLENxDSTATE", help="default: the sweep's")
-    warm_one = sub.add_parser("warm-one", help=argparse.SUPPRESS)
+    show.add_argument("file", nargs="?", type=Path, default=None,
+                      help=f"a tuning file (default: the user's store, $SSD_TILEGYM_TUNING, else "
+                           f"$XDG_CACHE_HOME/ssd-suite/tilegym-tuning.json; the shipped table is {SHIPPED.name})")
+    merge = sub.add_parser("merge", help="merge tuning files into one new table (later files win)",
+                           description="Write OUT with the choices of every FILE, a later FILE's over an earlier's "
+                                       "for the same key. OUT must be new unless --overwrite; then it is replaced by "
+                                       "exactly that merge (name OUT among the FILEs to keep its own choices: "
+                                       "merge T.json T.json NEW.json --overwrite).")
+    merge.add_argument("out", type=Path, metavar="OUT")
+    merge.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    merge.add_argument("--overwrite", action="store_true", help="replace an existing OUT (by the merge of the FILEs)")
+    warm_all = sub.add_parser("warm", help="compile every config of the sweep's shapes in parallel processes (a GPU)")
+    warm_all.add_argument("--jobs", type=positive_int, default=max((os.cpu_count() or 2) - 2, 1),
+                          help="processes at once (default: the CPUs less two)")
+    warm_all.add_argument("--shapes", nargs="+", type=point_arg, metavar="SEQLENxDSTATE",
+                          help="default: the sweep's (" + " ".join(f"{s}x{d}" for s, d in WARM_SHAPES) + ")")
+    warm_one = sub.add_parser("warm-one")  # a warm process's own work; no help: not listed
     warm_one.add_argument("index", type=int)
     warm_one.add_argument("of", type=int)
-    warm_one.add_argument("shapes", nargs="+")
+    warm_one.add_argument("shapes", nargs="+", type=point_arg)
     args = parser.parse_args(argv)
     if args.command == "warm":
-        shapes = [tuple(int(v) for v in shape.split("x")) for shape in args.shapes] if args.shapes else WARM_SHAPES
-        return 1 if warm(shapes, jobs=args.jobs) else 0
+        import importlib.util
+
+        from validation.gpu import HAS_CUDA
+
+        if not HAS_CUDA:
+            parser.error("warm needs a GPU (it compiles TileGym's kernels on one), and this machine has no CUDA device "
+                         "(torch.cuda.is_available() is False)")
+        if importlib.util.find_spec("tilegym") is None:
+            parser.error("warm compiles TileGym's kernels, and tilegym is not installed (the gpu group)")
+        return 1 if warm(args.shapes or WARM_SHAPES, jobs=args.jobs) else 0
     if args.command == "warm-one":
-        _warm_one(args.index, args.of, [tuple(int(v) for v in shape.split("x")) for shape in args.shapes])
+        _warm_one(args.index, args.of, args.shapes)
         return 0
     if args.command == "show":
-        _show(args.file or user_store_path())
+        path = args.file or user_store_path()
+        if args.file is None and not path.exists():
+            parser.error(f"no stored choices: the user's store {path} does not exist (a tune run writes it; "
+                         f"`show {SHIPPED}` lists the shipped table)")
+        store = _store(parser, path)
+        try:
+            _show(store)
+        except (KeyError, TypeError, ValueError) as err:
+            parser.error(f"{path}: an entry lacks or mistypes {err}")
+        if not store.entries:
+            print(f"{path}: no choices")
         return 0
+    if args.out.exists() and not args.overwrite:
+        parser.error(f"{args.out} exists; pass --overwrite to replace it with the merge of the FILEs (name it among "
+                     "them to keep its own choices), or name a new OUT")
     entries: dict[str, dict[str, object]] = {}
     for path in args.files:
-        entries.update(TuningStore(path, writable=False).entries)
-    out = TuningStore(args.out)
-    out.entries.update(entries)
-    write_json_atomic(args.out, out.payload(), overwrite=True)
-    print(f"{args.out}: {len(out.entries)} choices")
+        entries.update(_store(parser, path).entries)
+    payload = {"format": FORMAT, "entries": [entries[k] for k in sorted(entries)]}
+    try:
+        write_json_atomic(args.out, payload, overwrite=args.overwrite)
+    except OSError as err:
+        parser.error(f"{args.out}: cannot write it: {err}")
+    print(f"{args.out}: {len(entries)} choices from {len(args.files)} file{'s' if len(args.files) > 1 else ''}")
     return 0
 
 
