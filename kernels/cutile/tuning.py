@@ -5,8 +5,10 @@ Heuristics for now, from (arch, dims, dtype); :func:`choose` gathers every stage
 Every field here becomes a compile-time constant of its kernel, so the export in
 ``kernels.cutile.export`` walks the same choosers to list what gets compiled.
 
-Apart from which state pass runs (by the number of chunks) and the grids' sizes, the tiles and hints do not
-depend on the sequence length: at 4096 and 8192 tokens and dstate 128 and 512 on the H200, none of 134 candidates
+Apart from which state pass runs (by the number of chunks), the grids' sizes and two choices made by the number of
+programs (at dstate 64, the segmented pass's local walk 32 wide in two segments and 64 wide in more; chunk_out's row
+blocks taken heaviest first in grids of at most four programs a slot), the tiles and hints do not depend on the
+sequence length: at 4096 and 8192 tokens and dstate 128 and 512 on the H200, none of 134 candidates
 around them (the walk's depths and tiles, chunk_out's hints and occupancy, the cumsum's grid) was faster by more
 than the spread between reps (explore_cutile, 2026-12-04, reports/published/0.1.0+20261204T010330Z-c5c0f9e).
 """
