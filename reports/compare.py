@@ -18,6 +18,7 @@ from pathlib import Path
 
 from reports.markup import ReportError, render, write_text_atomic
 from reports.runs import Case, Run, command, kernel_median, load_run
+from validation.schema import utc
 
 __all__ = ["compare_html", "kernel_change", "main", "write_compare"]
 
@@ -78,7 +79,8 @@ def compare_html(old: Run, new: Run) -> str:
 
 
 def write_compare(dir_a: Path, dir_b: Path, *, overwrite: bool = False) -> Path:
-    runs = sorted((load_run(dir_a), load_run(dir_b)), key=lambda r: (r.created, r.version))
+    # by time, not by text: 2026-12-01T10:00+09:00 is before 2026-12-01T05:00+00:00
+    runs = sorted((load_run(dir_a), load_run(dir_b)), key=lambda r: (utc(r.created), r.version))
     old, new = runs
     if old.version == new.version:
         raise ReportError(f"{dir_a} and {dir_b} are the same version ({old.version}); nothing to compare")

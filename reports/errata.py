@@ -16,12 +16,13 @@ each must hold ``recorded`` in ``field``, else the erratum does not describe thi
 
 from __future__ import annotations
 
-import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from reports.markup import ReportError
+from validation.schema import SchemaError, check_strings, read_json, show_value
 
 __all__ = ["ERRATA_FILE", "Correction", "Erratum", "corrected", "load_errata"]
 
@@ -56,19 +57,20 @@ class Erratum:
 def _need(entry: dict[str, Any], key: str, kind: type, path: Path) -> Any:
     value = entry.get(key)
     if not isinstance(value, kind):
-        raise ReportError(f"{path}: each erratum needs {key!r} ({kind.__name__}); got {value!r}")
+        raise ReportError(f"{path}: each erratum needs {key!r} ({kind.__name__}); got {show_value(value)}")
     return value
 
 
 def load_errata(directory: Path, files: dict[str, dict[str, Any]]) -> tuple[Erratum, ...]:
     """The errata of the run in ``directory`` (none when it has no errata.json), checked against its cases."""
     path = directory / ERRATA_FILE
-    if not path.is_file():
+    if not os.path.lexists(path):  # a directory, a FIFO or a dangling link there is refused, not "no errata"
         return ()
-    try:
-        payload = json.loads(path.read_bytes())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ReportError(f"{path}: not valid JSON ({err})") from None
+    try:  # read as a results file is: one line for anything unreadable, a key twice, text a page cannot show
+        payload, _ = read_json(path)
+        check_strings(payload, path)
+    except SchemaError as err:
+        raise ReportError(str(err)) from None
     if not isinstance(payload, dict) or payload.get("schema_version") not in KNOWN_ERRATA_VERSIONS:
         raise ReportError(f"{path}: expected an object with schema_version in {KNOWN_ERRATA_VERSIONS} and 'errata'")
     entries = payload.get("errata")
@@ -77,23 +79,23 @@ def load_errata(directory: Path, files: dict[str, dict[str, Any]]) -> tuple[Erra
     out = []
     for number, entry in enumerate(entries, 1):
         if not isinstance(entry, dict):
-            raise ReportError(f"{path}: each erratum must be an object; got {entry!r}")
+            raise ReportError(f"{path}: each erratum must be an object; got {show_value(entry)}")
         corrections = []
         for c in entry.get("corrections") or []:
             if not isinstance(c, dict) or not all(isinstance(c.get(k), str) for k in ("suite", "impl", "field")):
-                raise ReportError(f"{path}: a correction needs suite, impl and field (text); got {c!r}")
+                raise ReportError(f"{path}: a correction needs suite, impl and field (text); got {show_value(c)}")
             dstates = c.get("dstate")
             if dstates is not None and not (isinstance(dstates, list) and all(isinstance(d, int) for d in dstates)):
-                raise ReportError(f"{path}: a correction's dstate must be a list of ints; got {dstates!r}")
+                raise ReportError(f"{path}: a correction's dstate must be a list of ints; got {show_value(dstates)}")
             corr = Correction(c["suite"], c["impl"], tuple(dstates) if dstates else None, c["field"],
                               c.get("recorded"), c.get("value"))
             hits = [case for case in (files.get(corr.suite) or {}).get("cases", []) if corr.applies(corr.suite, case)]
             if not hits:
-                raise ReportError(f"{path}: correction {c!r} matches no case of this run")
+                raise ReportError(f"{path}: correction {show_value(c)} matches no case of this run")
             wrong = [case["id"] for case in hits if case.get(corr.field) != corr.recorded]
             if wrong:
-                raise ReportError(f"{path}: correction {c!r}: {len(wrong)} matching case(s) do not record "
-                                  f"{corr.field}={corr.recorded!r}, e.g. {wrong[0]}")
+                raise ReportError(f"{path}: correction {show_value(c)}: {len(wrong)} matching case(s) do not "
+                                  f"record {corr.field}={show_value(corr.recorded)}, e.g. {wrong[0]}")
             corrections.append(corr)
         out.append(Erratum(number, _need(entry, "date", str, path), _need(entry, "title", str, path),
                            _need(entry, "text", str, path), tuple(corrections)))

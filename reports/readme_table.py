@@ -19,8 +19,9 @@ import re
 import sys
 from pathlib import Path
 
-from reports.markup import ReportError
+from reports.markup import ReportError, write_text_atomic
 from reports.runs import Run, kernel_median, load_run, speedup, speedup_points
+from validation.schema import show_value
 
 __all__ = ["BEGIN", "END", "block", "main", "marked", "refresh"]
 
@@ -34,7 +35,11 @@ def _points(run: Run) -> dict[tuple[int, int], dict]:
     """(seqlen, dstate) -> {impl: case} for the run's benchmark points (one batch/heads/dtype shape assumed)."""
     out: dict[tuple[int, int], dict] = {}
     for point in speedup_points(run.cases("benchmark")).values():
-        shape = next(iter(point.values())).shape or {}
+        case = next(iter(point.values()))
+        shape = case.shape or {}
+        if "seqlen" not in shape or "dstate" not in shape:  # the contract lets a case go without; a table cell cannot
+            raise ReportError(f"{run.directory / 'raw' / 'benchmark.json'}: case {show_value(case.id)} has no "
+                              "shape.seqlen and shape.dstate, so it has no place in the table")
         out[(int(shape["seqlen"]), int(shape["dstate"]))] = point
     if not out:
         raise ReportError(f"{run.directory}: no benchmark points to tabulate")
@@ -132,9 +137,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.refresh is None:
             print(marked(args.run, args.over_triton))
         else:
-            args.refresh.write_text(refresh(args.refresh.read_text()))
+            write_text_atomic(args.refresh, refresh(args.refresh.read_text()), overwrite=True)
             print(f"readme_table: the results blocks of {args.refresh} regenerated")
-    except (ReportError, OSError) as err:
+    except (ReportError, OSError, UnicodeDecodeError) as err:
         print(f"readme_table: {err}", file=sys.stderr)
         return 2
     return 0

@@ -18,13 +18,14 @@ inputs give the same bytes. The renderer only reads results; it never runs a sui
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from pathlib import Path
 
 from reports.errata import ERRATA_FILE
-from reports.markup import ReportError, render, write_text_atomic
-from reports.runs import HEADLINE, PEERS, RUN_ID, Run, command, load_run, speedup, speedup_points
+from reports.markup import DASH, ReportError, render, write_text_atomic
+from reports.runs import HEADLINE, PEERS, RUN_ID, SUITES, Run, command, load_run, speedup, speedup_points
 from reports.sections import PEER_NAMES, SECTIONS, header
 from validation.provenance import ROOT, suite_version
 
@@ -34,7 +35,8 @@ __all__ = ["INDEX_GENERATOR", "default_out", "index_owned", "main", "newest_run"
 REPORTS = ROOT / "reports"
 # Written into every index this renderer makes: an index.html without it is someone else's and is never replaced.
 INDEX_GENERATOR = "ssd-repro reports.render index"
-VERSION_NAME = re.compile(r"^[0-9A-Za-z][0-9A-Za-z.+-]{0,127}$")
+VERSION_NAME = re.compile(r"^[0-9A-Za-z][0-9A-Za-z.+-]{0,127}\Z")
+STATUSES = ("pass", "fail", "crashed", "unsupported", "not-run")  # the index's columns
 
 
 def render_html(run: Run) -> str:
@@ -76,15 +78,24 @@ def index_root(out: Path) -> Path:
 
 
 def render_run(run_dir: Path, out: Path | None = None, *, overwrite: bool = False) -> Path:
-    """Write ``<out>/index.html`` and ``<out>/raw/*.json`` for one run; return the HTML's path."""
+    """Write ``<out>/index.html`` and ``<out>/raw/*.json`` for one run; return the HTML's path. The output holds this
+    run's files only: what an earlier render there copied and this run lacks (another suite's results, errata) is
+    removed with ``overwrite``, and refused without it; nothing else of the folder is touched."""
     run = load_run(run_dir)
     out = out or default_out(run)
     target = _inside(out, out / "index.html")
-    for name in (*(f"raw/{suite}.json" for suite in run.raw), ERRATA_FILE):
+    for name in (*(f"raw/{suite}.json" for suite in SUITES), ERRATA_FILE):
         _inside(out, out / name)
     if target.exists() and not overwrite:
         raise FileExistsError(f"{target} exists; pass --overwrite to replace it")
     in_place = out.resolve() == run.directory.resolve()
+    errata = run.directory / ERRATA_FILE
+    stale = [] if in_place else [out / name for name in (
+        *(f"raw/{suite}.json" for suite in SUITES if suite not in run.raw),
+        *((ERRATA_FILE,) if not os.path.lexists(errata) else ())) if os.path.lexists(out / name)]
+    if stale and not overwrite:
+        raise FileExistsError(f"{stale[0]} exists and is not this run's; pass --overwrite to replace the report there"
+                              " (removing it)")
     if not in_place:
         for suite, data in run.raw.items():
             copy = out / "raw" / f"{suite}.json"
@@ -94,9 +105,10 @@ def render_run(run_dir: Path, out: Path | None = None, *, overwrite: bool = Fals
     if not in_place:
         for suite, data in run.raw.items():
             write_text_atomic(out / "raw" / f"{suite}.json", data, overwrite=True)
-        errata = run.directory / ERRATA_FILE
-        if errata.is_file():  # corrections travel with the data they correct
+        if os.path.lexists(errata):  # corrections travel with the data they correct (load_run read and checked it)
             write_text_atomic(out / ERRATA_FILE, errata.read_bytes(), overwrite=True)
+    for path in stale:  # an earlier run's, copied by an earlier render: the folder must not mix two runs
+        path.unlink()
     write_text_atomic(target, html, overwrite=overwrite)
     return target
 
@@ -122,15 +134,21 @@ def _headline(run: Run) -> list[float | None]:
 
 def write_index(root: Path) -> Path:
     """``<root>/index.html``: every report directory (``<root>/<version>/raw``, ``<root>/published/<version>/raw``)
-    with its headline numbers and errata. Regenerated each time (replaced atomically)."""
+    with its headline numbers and errata; one that cannot be read is listed with why (and said on stderr), its
+    numbers dashes. Regenerated each time (replaced atomically)."""
     dirs = sorted(d for d in root.glob("*") if (d / "raw").is_dir())
     dirs += sorted(d for d in (root / "published").glob("*") if (d / "raw").is_dir())
     rows = []
     for d in dirs:
         try:
             run = load_run(d)
-        except ReportError as err:  # one unreadable folder does not hide every other report
-            print(f"index: skipped {d}: {err}", file=sys.stderr)
+        except (ReportError, OSError) as err:  # one unreadable folder neither hides the others nor goes unsaid
+            why = str(err) if isinstance(err, ReportError) else f"{err.filename or d}: {err.strerror}"
+            print(f"index: {d} listed as unreadable: {why}", file=sys.stderr)
+            rows.append({"rel": d.relative_to(root).as_posix(), "rendered": (d / "index.html").exists(),
+                         "version": d.name, "gpu": None, "gpu_why": f"unreadable: {why}", "created": DASH,
+                         "counts": dict.fromkeys(STATUSES, DASH), "headline": [None] * len(PEERS),
+                         "missing": ["unknown (unreadable)"], "errata": ()})
             continue
         gpu, why = run.gpu()
         rows.append({"rel": d.relative_to(root).as_posix(), "rendered": (d / "index.html").exists(),
@@ -138,7 +156,7 @@ def write_index(root: Path) -> Path:
                      "counts": run.status_counts(), "headline": _headline(run), "missing": run.missing,
                      "errata": run.errata})
     html = render("index.html", title="SSD reports", generator=INDEX_GENERATOR, rows=rows,
-                  peers=[PEER_NAMES[i] for i in PEERS], statuses=("pass", "fail", "crashed", "unsupported", "not-run"))
+                  peers=[PEER_NAMES[i] for i in PEERS], statuses=STATUSES)
     return write_text_atomic(root / "index.html", html, overwrite=True)
 
 

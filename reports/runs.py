@@ -13,23 +13,32 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import sys
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from reports.errata import Erratum, load_errata
 from reports.markup import ReportError, num
-from validation.schema import HEADLINE, KNOWN_SCHEMA_VERSIONS, SUITES, CaseRecord, ResultsDoc, SchemaError, load_results
+from validation.schema import (
+    HEADLINE,
+    KNOWN_SCHEMA_VERSIONS,
+    SUITES,
+    CaseRecord,
+    ResultsDoc,
+    SchemaError,
+    load_results,
+    utc,
+)
 
 __all__ = ["KNOWN_SCHEMA_VERSIONS", "SUITES", "HEADLINE", "Run", "command", "load_run", "order", "shape_order",
            "speedup", "speedup_points"]
 
-RUN_ID = re.compile(r"^\d{8}T\d{6}Z$")
+RUN_ID = re.compile(r"^[0-9]{8}T[0-9]{6}Z\Z")
 PEERS = ("cutile", "tilegym")  # each measured as a speedup over "triton"
 
 Case = CaseRecord
@@ -41,7 +50,7 @@ class Run:
     files: dict[str, ResultsDoc]  # suite -> its results file, checked and typed, in SUITES order
     raw: dict[str, bytes]  # suite -> the file's bytes, copied beside the report unchanged
     version: str
-    created: str
+    created: str  # the earliest of its files' (as a time, not as text: their UTC offsets may differ)
     errata: tuple[Erratum, ...] = ()  # from <directory>/errata.json (reports/errata.py)
 
     @property
@@ -87,17 +96,10 @@ def _load_file(path: Path, suite: str) -> tuple[ResultsDoc, bytes]:
         raise ReportError(str(err)) from None
 
 
-def _run_id(directory: Path, created: list[str]) -> str:
+def _run_id(directory: Path, created: str) -> str:
     if RUN_ID.match(directory.name):
         return directory.name
-    stamps = []
-    for text in created:
-        try:
-            stamp = datetime.fromisoformat(text)
-        except (TypeError, ValueError):
-            raise ReportError(f"{directory}: 'created' {text!r} is not an ISO 8601 time") from None
-        stamps.append(stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC))
-    return min(stamps).astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+    return utc(created).strftime("%Y%m%dT%H%M%SZ")  # the contract refuses a created without a UTC time
 
 
 def _one(directory: Path, what: str, values: dict[str, object]) -> object:
@@ -124,7 +126,7 @@ def load_run(directory: Path) -> Run:
     files, raw = {}, {}
     for suite in SUITES:
         path = raw_dir / f"{suite}.json"
-        if path.is_file():
+        if os.path.lexists(path):  # a directory, a FIFO or a dangling link there is refused, not "missing"
             files[suite], raw[suite] = _load_file(path, suite)
     created = {s: f.created for s, f in files.items()}
     if not all(isinstance(c, str) for c in created.values()):
@@ -135,10 +137,10 @@ def load_run(directory: Path) -> Run:
     commit = _one(directory, "environment.git_commit", {s: e.get("git_commit") for s, e in envs.items()})
     dirty = any(e.get("git_dirty") is True for e in envs.values())
     commit7 = str(commit)[:7] if commit else "nocommit"
-    run_id = _run_id(directory, list(created.values()))
-    version = f"{suite_version}+{run_id}-{commit7}{'-dirty' if dirty else ''}"
+    earliest = min(created.values(), key=utc)
+    version = f"{suite_version}+{_run_id(directory, earliest)}-{commit7}{'-dirty' if dirty else ''}"
     cases = {s: {"cases": [c.as_dict() for c in f.cases]} for s, f in files.items()}  # what the errata match
-    return Run(directory, files, raw, version, min(created.values()), load_errata(directory, cases))
+    return Run(directory, files, raw, version, earliest, load_errata(directory, cases))
 
 
 def _shape_key(case: Case) -> tuple[object, ...]:

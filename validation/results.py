@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from validation.provenance import ROOT, environment, now_iso, suite_version
-from validation.schema import SCHEMA_VERSION, STATUSES, SUITES, CaseRecord, jsonable
+from validation.schema import SCHEMA_VERSION, STATUSES, SUITES, CaseRecord, jsonable, printable
 
 __all__ = ["SCHEMA_VERSION", "STATUSES", "SUITES", "CaseRecord", "ResultsFile", "RunDirError", "check_run_dir",
            "run_dir", "write_json_atomic", "write_text_atomic"]
@@ -23,6 +23,11 @@ __all__ = ["SCHEMA_VERSION", "STATUSES", "SUITES", "CaseRecord", "ResultsFile", 
 # Every results file this process wrote, in order: pytest's conftest prints them at the end of its run (a
 # fixture's own print would be captured), a command-line suite as it writes.
 written: list[Path] = []
+
+# A second record of an id replaces the first only if it says more (later in this order): a reader refuses a
+# file with an id twice. Two records of one id are real: pytest reports a test's teardown error after its
+# passing call, and a stopped benchmark records every case of its unfinished point not-run, the ones measured too.
+_SAYS_MORE = ("not-run", "unsupported", "pass", "fail", "crashed")
 
 
 def run_dir() -> Path:
@@ -38,9 +43,10 @@ class RunDirError(RuntimeError):
 
 def check_run_dir(directory: Path, suites: tuple[str, ...] | list[str]) -> Path:
     """``directory`` if it can take the results files of ``suites``: it is (or can be made) a directory this process
-    can write in, and holds none of ``raw/<suite>.json`` already (results are never overwritten). Otherwise
-    :class:`RunDirError` naming the directory and what is wrong, so that a session fails before its first case
-    rather than after its last."""
+    can write in, and holds none of ``raw/<suite>.json`` already (results are never overwritten), nor a
+    ``partial/<suite>.json`` (what a run killed outright measured: this run's first checkpoint would replace it).
+    Otherwise :class:`RunDirError` naming the directory and what is wrong, so that a session fails before its first
+    case rather than after its last."""
     try:
         (directory / "raw").mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -54,10 +60,16 @@ def check_run_dir(directory: Path, suites: tuple[str, ...] | list[str]) -> Path:
                               "directory you can write, or leave it unset (a new one per run)") from None
         os.close(fd)
         os.unlink(probe)
-    taken = [s for s in suites if (directory / "raw" / f"{s}.json").exists()]
+    # lexists: a dangling link there would refuse the write at the end, after the run
+    taken = [s for s in suites if os.path.lexists(directory / "raw" / f"{s}.json")]
     if taken:
         raise RunDirError(f"the run directory {directory} already holds results of {', '.join(taken)} "
                           f"(raw/{taken[0]}.json); results are never overwritten: set SSD_RUN_DIR to a new "
+                          "directory, or leave it unset (a new one per run)")
+    stopped = [s for s in suites if os.path.lexists(directory / "partial" / f"{s}.json")]
+    if stopped:
+        raise RunDirError(f"the run directory {directory} holds {', '.join(f'partial/{s}.json' for s in stopped)}: "
+                          "what a stopped run measured, which a new run there would replace: set SSD_RUN_DIR to a new "
                           "directory, or leave it unset (a new one per run)")
     return directory
 
@@ -125,19 +137,26 @@ class ResultsFile:
 
     def add(self, case: CaseRecord) -> None:
         """One more case: a :class:`~validation.schema.CaseRecord`, checked against the contract when it was
-        built; anything else (a dict) is a TypeError."""
+        built; anything else (a dict) is a TypeError. A case of an id already added replaces that one only if it
+        says more (``_SAYS_MORE``): the file holds each id once."""
         if not isinstance(case, CaseRecord):
             raise TypeError(f"ResultsFile.add takes a validation.schema.CaseRecord, not a {type(case).__name__}: "
                             "build the case with CaseRecord(id=..., impl=..., status=..., ...), which checks it")
-        self.cases.append(case)
+        same = next((i for i, c in enumerate(self.cases) if c.id == case.id), None)
+        if same is None:
+            self.cases.append(case)
+        elif _SAYS_MORE.index(case.status) >= _SAYS_MORE.index(self.cases[same].status):
+            self.cases[same] = case
 
     def summary(self) -> dict[str, int]:
         return {s: sum(c.status == s for c in self.cases) for s in STATUSES}
 
     def _payload(self, env: dict[str, object], extra: dict[str, object]) -> dict[str, object]:
+        # The environment and the suite's own fields hold text read from elsewhere (a tool's version line, a GPU's
+        # name): escaped as the cases' prose is (schema.printable), so that every reader can take the file.
         return {"schema_version": SCHEMA_VERSION, "suite": self.suite, "suite_version": suite_version(),
-                "created": self.created, "finished": now_iso(), "environment": env, "summary": self.summary(),
-                **extra, "cases": [c.as_dict() for c in self.cases]}
+                "created": self.created, "finished": now_iso(), "environment": printable(env),
+                "summary": self.summary(), **printable(extra), "cases": [c.as_dict() for c in self.cases]}
 
     def _environment(self) -> dict[str, object]:
         seeds = sorted({c.seed for c in self.cases if c.seed is not None})

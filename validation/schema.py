@@ -7,24 +7,27 @@ it is made (:class:`SchemaError` naming the field and the value), not when a rea
 report, its comparison, the run summary) load a file with :func:`load_results`, which refuses anything that
 does not fit the contract with one line naming the file, the field and the value (:class:`SchemaError`). What
 a reader gets back is then safe to format: every number is finite-or-a-NaN/Inf string and within float range,
-every shape a positive int, every status known, every version and commit a safe name.
+every shape a positive int, every status known, every version and commit a safe name, every text encodable
+and free of control characters (none at all in a name: an id, an implementation), every case id once.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import re
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal, get_args
 
 __all__ = ["CASE_FIELDS", "COMMIT_PATTERN", "HEADLINE", "KNOWN_SCHEMA_VERSIONS", "SCHEMA_VERSION", "SHAPE_KEYS",
            "STATUSES", "SUITES", "SUITE_VERSION_PATTERN", "CaseRecord", "ResultsDoc", "SchemaError", "Status",
-           "check_results", "jsonable", "load_results"]
+           "check_results", "check_strings", "jsonable", "load_results", "printable", "read_json", "show_value", "utc"]
 
 SCHEMA_VERSION = 1
 KNOWN_SCHEMA_VERSIONS = (1,)
@@ -35,9 +38,19 @@ STATUSES: tuple[str, ...] = get_args(Status)
 SHAPE_KEYS = ("batch", "seqlen", "nheads", "headdim", "ngroups", "dstate", "chunk_size")
 # The post's headline shape: batch 4, 16384 tokens, 8 heads, headdim 64, dstate 128, chunk 128.
 HEADLINE = {"batch": 4, "seqlen": 16384, "nheads": 8, "headdim": 64, "ngroups": 1, "dstate": 128, "chunk_size": 128}
-# A suite version becomes part of a folder name: digits and dots, with an optional PEP 440 pre/post/dev tail.
-SUITE_VERSION_PATTERN = re.compile(r"^\d{1,6}(\.\d{1,6}){1,3}((a|b|rc|\.post|\.dev)\d{1,6})*$")
-COMMIT_PATTERN = re.compile(r"^[0-9a-f]{7,64}$")
+# A suite version becomes part of a folder name: ASCII digits and dots, with an optional PEP 440 pre/post/dev
+# tail (at most one of each). \Z, not $: $ also matches before a final newline.
+SUITE_VERSION_PATTERN = re.compile(r"^[0-9]{1,6}(\.[0-9]{1,6}){1,3}((a|b|rc|\.post|\.dev)[0-9]{1,6}){0,3}\Z")
+COMMIT_PATTERN = re.compile(r"^[0-9a-f]{7,64}\Z")
+# Text is shown on a page (written as UTF-8: a lone surrogate fails the write) and printed to a terminal (a control
+# character can move the cursor and forge a line). Prose (a reason, a note) keeps tab, newline and carriage return;
+# a name (an id, an implementation, a dtype; validation.summary prints them as they are) has no control character,
+# no line or paragraph separator and no bidirectional override at all.
+_BAD_IN_TEXT = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+_BAD_IN_NAME = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_TEXT = "text without control characters (but tab, newline, carriage return) or lone surrogates"
+_NAME = "a name without control characters, line separators, bidirectional overrides or lone surrogates"
+MAX_DEPTH = 32
 NUMBER_STRINGS = ("nan", "inf", "-inf")
 # Case fields holding a measured number (or its NaN/Inf string, or null with a reason).
 CASE_NUMBERS = ("y_rel_l2", "y_max_abs", "y_max_abs_over_peak", "state_rel_l2", "state_max_abs",
@@ -64,7 +77,9 @@ class SchemaError(ValueError):
     the field and the value."""
 
 
-def _show(value: object) -> str:
+def show_value(value: object) -> str:
+    """``value`` as a one-line message shows it: its repr (every control character and surrogate escaped), cut to
+    80 characters; a huge integer by its number of digits."""
     if isinstance(value, int) and abs(value) >= 10**30:
         return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
     text = repr(value)
@@ -76,11 +91,14 @@ class _Checker:
         self.path = path
 
     def fail(self, field: str, expected: str, value: object) -> SchemaError:
-        return SchemaError(f"{self.path}: {field}: expected {expected}, got {_show(value)}")
+        return SchemaError(f"{self.path}: {field}: expected {expected}, got {show_value(value)}")
 
-    def text(self, field: str, value: object, *, empty: bool = False) -> str:
+    def text(self, field: str, value: object, *, empty: bool = False, name: bool = False) -> str:
+        """A string; ``name``: one that names something (an id, an implementation), without any control character."""
         if not isinstance(value, str) or (not empty and not value) or len(value) > MAX_TEXT:
             raise self.fail(field, "a non-empty string" if not empty else "a string", value)
+        if (_BAD_IN_NAME if name else _BAD_IN_TEXT).search(value):
+            raise self.fail(field, _NAME if name else _TEXT, value)
         return value
 
     def opt_text(self, field: str, value: object) -> None:
@@ -117,14 +135,31 @@ class _Checker:
     def time(self, field: str, value: object) -> None:
         text = self.text(field, value)
         try:
-            datetime.fromisoformat(text)
-        except ValueError:
-            raise self.fail(field, "an ISO 8601 time", value) from None
+            utc(text)
+        except (ValueError, OverflowError):  # OverflowError: 0001-01-01T00:00+01:00 is before year 1 in UTC
+            raise self.fail(field, "an ISO 8601 time that has a UTC time", value) from None
+
+    def deep_text(self, field: str, value: object, depth: int = 0) -> None:
+        """Anywhere in ``value``: every string and every key text (:meth:`text`'s rule), so that a message may name a
+        key and a page may show any string."""
+        if depth > MAX_DEPTH:
+            raise self.fail(field, f"nesting at most {MAX_DEPTH} deep", "deeper")
+        if isinstance(value, str):
+            if _BAD_IN_TEXT.search(value):
+                raise self.fail(field or "the file", _TEXT, value)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if _BAD_IN_TEXT.search(key):
+                    raise self.fail(f"a key of {field or 'the file'}", _TEXT, key)
+                self.deep_text(f"{field}.{key}" if field else key, item, depth + 1)
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                self.deep_text(f"{field}[{i}]", item, depth + 1)
 
     def deep_numbers(self, field: str, value: object, depth: int = 0) -> None:
         """Anywhere in ``value``: no integer beyond float range (it would overflow where formatted)."""
-        if depth > 32:
-            raise self.fail(field, "nesting at most 32 deep", "deeper")
+        if depth > MAX_DEPTH:
+            raise self.fail(field, f"nesting at most {MAX_DEPTH} deep", "deeper")
         if isinstance(value, int) and not isinstance(value, bool):
             self.number(field, value)
         elif isinstance(value, dict):
@@ -185,7 +220,7 @@ class _Checker:
         for i, row in enumerate(rows):
             where = f"length_scaling.rows[{i}]"
             row = self.mapping(where, row)
-            self.text(f"{where}.impl", row.get("impl"))
+            self.text(f"{where}.impl", row.get("impl"), name=True)
             self.integer(f"{where}.dstate", row.get("dstate"), low=1)
             if row.get("long_over_short") is None:
                 raise self.fail(f"{where}.long_over_short", "a number", None)
@@ -204,9 +239,9 @@ class _Checker:
     def case(self, where: str, case: object) -> None:
         """One case; ``where`` names it in a message (``cases[3]``), followed by its id once that is known."""
         c = self.mapping(where, case)
-        cid = self.text(f"{where}.id", c.get("id"))
+        cid = self.text(f"{where}.id", c.get("id"), name=True)
         where = f"{where} ({cid[:60]})"
-        self.text(f"{where}.impl", c.get("impl"))
+        self.text(f"{where}.impl", c.get("impl"), name=True)
         status = c.get("status")
         if status not in STATUSES:
             raise self.fail(f"{where}.status", f"one of {', '.join(STATUSES)}", status)
@@ -222,6 +257,8 @@ class _Checker:
         for key in ("dtype", "regime", "variant", "tag", "oracle", "matmul"):
             if not isinstance(c.get(key), str | None):
                 raise self.fail(f"{where}.{key}", "a string or null", c[key])
+            if c.get(key) is not None:
+                self.text(f"{where}.{key}", c[key], empty=True, name=True)
         for key in ("with_D", "with_initial_state"):
             if not isinstance(c.get(key), bool | None):
                 raise self.fail(f"{where}.{key}", "true, false or null", c[key])
@@ -312,7 +349,11 @@ class CaseRecord:
                              self.measured[clash[0]])
         if isinstance(self.shape, Mapping):
             object.__setattr__(self, "shape", MappingProxyType(dict(self.shape)))
-        object.__setattr__(self, "measured", MappingProxyType(dict(self.measured)))
+        # Prose a writer takes from elsewhere (a child's stderr, an exception's message, a compiler's log) may hold a
+        # terminal's escape or a stray surrogate, which a file must not: written escaped, so that the case is recorded
+        # rather than lost to a refusal. A name (id, impl, ...) is the suite's own: refused below if it holds one.
+        object.__setattr__(self, "reason", printable(self.reason))
+        object.__setattr__(self, "measured", MappingProxyType({k: printable(v) for k, v in self.measured.items()}))
         object.__setattr__(self, "key_order", tuple(self.key_order))
         if self.key_order:
             present = {k for k in CASE_FIELDS if getattr(self, k) is not None} | set(self.measured)
@@ -321,6 +362,7 @@ class CaseRecord:
                 raise check.fail("key_order", f"each of the record's keys once ({', '.join(sorted(present))})",
                                  self.key_order)
         case = jsonable(self.as_dict())
+        check.deep_text("case", case)
         check.case("case", case)
         check.deep_numbers(f"case ({self.id})", case)
 
@@ -339,6 +381,7 @@ class CaseRecord:
         """A case as a results file (or a child process's line) holds it; its keys keep their order. ``path`` and
         ``where`` (``cases[3]``): the file and the place a refusal names, as :func:`load_results` names them."""
         if path is not None:
+            _Checker(path).deep_text(where, jsonable(case))
             _Checker(path).case(where, jsonable(case))
         if not isinstance(case, Mapping):
             raise _Checker("CaseRecord").fail("case", "an object", case)
@@ -363,6 +406,7 @@ def check_results(payload: object, path: Path | str, suite: str | None = None) -
     the file's name says it holds."""
     check = _Checker(path)
     data = check.mapping("the file", payload)
+    check.deep_text("", data)  # first: the messages below may name a key or an id
     version = data.get("schema_version")
     if isinstance(version, bool) or version not in KNOWN_SCHEMA_VERSIONS:
         raise check.fail("schema_version", f"one this reader knows ({', '.join(map(str, KNOWN_SCHEMA_VERSIONS))})",
@@ -383,8 +427,15 @@ def check_results(payload: object, path: Path | str, suite: str | None = None) -
     cases = data.get("cases")
     if not isinstance(cases, list):
         raise check.fail("cases", "a list of case objects", cases)
+    first: dict[str, int] = {}
     for i, case in enumerate(cases):
         check.case(f"cases[{i}]", case)
+        # A reader keys cases by id (reports.compare): a second record of an id would hide the first.
+        j = first.setdefault(case["id"], i)
+        if j != i:
+            raise check.fail(f"cases[{i}].id", f"an id no other case has (cases[{j}] has it)", case["id"])
+    if data.get("interrupted") is not None:  # the signal that stopped the run (validation.summary says it)
+        check.text("interrupted", data["interrupted"], name=True)
     notes = data.get("notes")
     if notes is not None and not (isinstance(notes, list) and all(isinstance(n, str) for n in notes)):
         raise check.fail("notes", "a list of strings", notes)
@@ -446,16 +497,75 @@ class ResultsDoc:
                    extra={k: v for k, v in data.items() if k not in _HEADER})
 
 
-def load_results(path: Path, suite: str | None = None) -> tuple[ResultsDoc, bytes]:
-    """Read and check one results file: (it, typed; its bytes); :class:`SchemaError` when it does not fit."""
+def printable(value: Any) -> Any:
+    """``value`` with every character a results file's text may not hold (``_BAD_IN_TEXT``: control characters but
+    tab, newline and carriage return; lone surrogates) written as its escape, ``\\x1b``, in every string of it."""
+    if isinstance(value, str):
+        return _BAD_IN_TEXT.sub(lambda m: repr(m.group())[1:-1], value)
+    if isinstance(value, Mapping):
+        return {k: printable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(printable(v) for v in value)
+    return value
+
+
+def utc(text: str) -> datetime:
+    """An ISO 8601 time (``created``, ``finished``) as an aware UTC time; one without an offset is UTC, as the run
+    id takes it. ValueError or OverflowError for a time that has none (:func:`check_results` refuses those)."""
+    stamp = datetime.fromisoformat(text)
+    return (stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)).astimezone(UTC)
+
+
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # json keeps the last of two equal keys: "status": "fail", ..., "status": "pass" would read as a pass.
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def read_json(path: Path) -> tuple[object, bytes]:
+    """The JSON value of the regular file ``path`` and its bytes, or :class:`SchemaError` in one line naming the
+    file: not a regular file (a FIFO would block the reader; a directory or a dangling link is not a file), not
+    readable, not JSON, a key twice in one object, an integer past Python's digit limit, nesting past the parser's."""
     try:
-        data = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as err:
         raise SchemaError(f"{path}: cannot read it ({err.strerror})") from None
     try:
-        payload = json.loads(data)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise SchemaError(f"{path}: not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read()
+    except OSError as err:
+        raise SchemaError(f"{path}: cannot read it ({err.strerror})") from None
+    finally:
+        os.close(fd)
+    try:
+        return json.loads(data, object_pairs_hook=_no_duplicates), data
+    except _DuplicateKey as err:
+        raise SchemaError(f"{path}: the key {show_value(err.key)} appears twice in one object") from None
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as err:
         raise SchemaError(f"{path}: not valid JSON ({err})") from None
     except ValueError as err:  # e.g. an integer literal past Python's digit limit
         raise SchemaError(f"{path}: not usable JSON ({err})") from None
+
+
+def check_strings(payload: object, path: Path | str) -> None:
+    """Every string and key in ``payload`` (another JSON file that travels with the results, such as errata.json)
+    text by the contract's rule, nesting bounded; else :class:`SchemaError` naming the file, the field, the value."""
+    _Checker(path).deep_text("", payload)
+
+
+def load_results(path: Path, suite: str | None = None) -> tuple[ResultsDoc, bytes]:
+    """Read and check one results file: (it, typed; its bytes); :class:`SchemaError` when it does not fit."""
+    payload, data = read_json(path)
     return ResultsDoc.from_payload(payload, path, suite), data

@@ -16,16 +16,18 @@ The policy (the constants below):
 - ``pass``, ``unsupported`` (the registry declares the case out of the implementation's reach, with the
   reason) and ``not-run`` (it cannot run on this machine, with the reason; the report lists them) never fail;
 - an expected suite (default: every suite) without ``raw/<suite>.json`` fails the run, even with a partial
-  file: that suite did not finish.
+  file: that suite did not finish;
+- a results file that says its run was stopped by a signal (``interrupted``) fails the run: what it did not
+  reach is recorded not-run, and would otherwise pass.
 
 Exit status: 0 the run passes the policy, 1 it fails it, 2 the input is bad (RUN_DIR is not a directory, a
-file is not readable JSON or not a results file), said in one line.
+file is not a results file by the contract: validation.schema.load_results, as the report reads it), said in
+one line.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections import Counter
 from dataclasses import dataclass
@@ -33,8 +35,8 @@ from pathlib import Path
 
 from validation.bench.clocks import tally
 from validation.bench.tilegym_decisions import TUNE_HINT, UNTUNED_WHY, untuned_count
-from validation.results import SCHEMA_VERSION, STATUSES, SUITES
-from validation.schema import CaseRecord, SchemaError
+from validation.results import STATUSES, SUITES
+from validation.schema import CaseRecord, SchemaError, load_results
 
 __all__ = ["FAILED", "OURS", "PEERS", "BadResults", "SuiteFile", "describe", "judge_run", "load_file", "load_run",
            "main"]
@@ -56,6 +58,7 @@ class SuiteFile:
     partial: bool
     cases: list[CaseRecord]
     tilegym_tuning: object = None  # the benchmark file's own tilegym_tuning record (its mode, what it means)
+    interrupted: str | None = None  # the signal that stopped the suite, when one did
 
     @property
     def label(self) -> str:
@@ -67,30 +70,14 @@ def is_ours(impl: str) -> bool:
 
 
 def load_file(path: Path, *, partial: bool = False) -> SuiteFile:
-    """One results file, checked against the contract: its name is its suite, every case has a known status and
-    reads as a :class:`~validation.schema.CaseRecord` (the contract's check of a case)."""
+    """One results file, read and checked as the report reads it (:func:`~validation.schema.load_results`): its name
+    is its suite."""
     try:
-        payload = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise BadResults(f"{path}: not a readable JSON file ({err})") from None
-    if not isinstance(payload, dict) or payload.get("schema_version") != SCHEMA_VERSION:
-        version = payload.get("schema_version") if isinstance(payload, dict) else None
-        raise BadResults(f"{path}: not a results file of schema_version {SCHEMA_VERSION} (got {version!r})")
-    suite = payload.get("suite")
-    if suite not in SUITES or path.stem != suite:
-        raise BadResults(f"{path}: suite {suite!r} in a file named {path.name}; the suites are {', '.join(SUITES)}")
-    cases = payload.get("cases")
-    if not isinstance(cases, list) or not all(isinstance(c, dict) and {"id", "impl", "status"} <= c.keys()
-                                              for c in cases):
-        raise BadResults(f"{path}: 'cases' must be a list of objects, each with 'id', 'impl' and 'status'")
-    for case in cases:
-        if case["status"] not in STATUSES:
-            raise BadResults(f"{path}: case {case['id']} has status {case['status']!r}, not one of {STATUSES}")
-    try:
-        records = [CaseRecord.from_dict(case, path, f"cases[{i}]") for i, case in enumerate(cases)]
+        doc, _ = load_results(path, path.stem)
     except SchemaError as err:
         raise BadResults(str(err)) from None
-    return SuiteFile(suite, path, partial, records, payload.get("tilegym_tuning"))
+    return SuiteFile(doc.suite, path, partial, list(doc.cases), doc.extra.get("tilegym_tuning"),
+                     doc.extra.get("interrupted"))
 
 
 def load_run(run_dir: Path) -> list[SuiteFile]:
@@ -144,10 +131,11 @@ class Verdict:
     failures: list[str]  # fail or crashed records of ours, one line each
     findings: list[str]  # fail or crashed records of the peers, one line each
     missing: list[str]  # expected suites without a raw results file
+    interrupted: list[str]  # "<suite> (stopped by <signal>)", for each file that says a signal stopped it
 
     @property
     def failed(self) -> bool:
-        return bool(self.failures or self.missing)
+        return bool(self.failures or self.missing or self.interrupted)
 
 
 def judge_run(files: list[SuiteFile], expect: tuple[str, ...] = SUITES) -> Verdict:
@@ -158,7 +146,8 @@ def judge_run(files: list[SuiteFile], expect: tuple[str, ...] = SUITES) -> Verdi
             if case.status in FAILED:
                 (failures if is_ours(case.impl) else findings).append(_one_line(case, suite_file))
     done = {f.suite for f in files if not f.partial}
-    return Verdict(failures, findings, [s for s in expect if s not in done])
+    stopped = [f"{f.label} (stopped by {f.interrupted})" for f in files if f.interrupted]
+    return Verdict(failures, findings, [s for s in expect if s not in done], stopped)
 
 
 def report(run_dir: Path, files: list[SuiteFile], verdict: Verdict) -> str:
@@ -174,6 +163,9 @@ def report(run_dir: Path, files: list[SuiteFile], verdict: Verdict) -> str:
     if verdict.missing:
         lines += ["", f"MISSING: {', '.join(verdict.missing)} wrote no raw/<suite>.json: not run, or stopped before"
                       " the end (what a stopped suite had measured is in its partial row, if it has one)"]
+    if verdict.interrupted:
+        lines += ["", f"INTERRUPTED: {', '.join(verdict.interrupted)}: what it did not reach is recorded not-run, "
+                      "as if it could not run here"]
     if verdict.failures:
         lines += ["", f"FAILURES of ours ({', '.join(OURS)}), {len(verdict.failures)}:", *verdict.failures]
     if verdict.findings:
@@ -183,7 +175,9 @@ def report(run_dir: Path, files: list[SuiteFile], verdict: Verdict) -> str:
     lines += _tilegym_lines(files)
     outcome = "FAILED" if verdict.failed else "passed"
     lines += ["", f"summary: {outcome}: {len(verdict.failures)} failed or crashed records of ours, "
-                  f"{len(verdict.missing)} missing suites, {len(verdict.findings)} findings about the peers"]
+                  f"{len(verdict.missing)} missing suites, "
+                  + (f"{len(verdict.interrupted)} interrupted suites, " if verdict.interrupted else "")
+                  + f"{len(verdict.findings)} findings about the peers"]
     return "\n".join(lines)
 
 

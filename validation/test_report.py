@@ -601,3 +601,29 @@ def test_the_report_renders_without_torch(tmp_path: Path) -> None:
     child = subprocess.run([sys.executable, "-c", blocked], capture_output=True, text=True,
                            cwd=Path(__file__).parent.parent)
     assert child.returncode == 0, child.stderr[-2000:]
+
+
+def test_the_readme_table_refuses_a_benchmark_case_without_a_shape_in_one_line(tmp_path: Path, capsys) -> None:
+    """The contract lets a case go without a shape (the compile and reference suites' have none); a benchmark point
+    without seqlen and dstate has no cell in the table."""
+    from reports import readme_table
+
+    suites = _suites()
+    del suites["benchmark"]["cases"][0]["shape"]
+    run = _write_run(tmp_path / "run", suites)
+    assert readme_table.main([str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "benchmark.json: case 'bench-triton-L1024-n64' has no shape.seqlen" in err, err
+
+
+def test_the_readme_refresh_replaces_the_file_in_one_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write that fails half way (here: text that cannot be encoded) leaves the README as it was, not emptied."""
+    from reports import readme_table
+
+    readme = tmp_path / "README.md"
+    readme.write_text("before\n")
+    monkeypatch.setattr(readme_table, "refresh", lambda text: "after \ud800\n")
+    with pytest.raises(UnicodeEncodeError):
+        readme_table.main(["--refresh", str(readme)])
+    assert readme.read_text() == "before\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["README.md"], "a temporary file was left behind"

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -90,13 +92,30 @@ def test_an_index_the_suite_did_not_make_is_left_alone(tmp_path: Path, capsys) -
 
 
 def test_one_broken_run_folder_does_not_break_the_index(tmp_path: Path, capsys) -> None:
+    """Each folder the index cannot read is listed there as unreadable, with why, and said on stderr; the others and
+    the report are as without it."""
     parent = tmp_path / "many"
     (parent / "leftover" / "raw").mkdir(parents=True)
     (parent / "leftover" / "raw" / ".benchmark.json.x.tmp").write_text("{")
+    _write_run(parent / "big-errata", _suites())
+    (parent / "big-errata" / "errata.json").write_text('{"schema_version": 1, "errata": [' + "1" * 5000 + "]}")
+    _write_run(parent / "deep-errata", _suites())
+    (parent / "deep-errata" / "errata.json").write_text("[" * 100_000 + "]" * 100_000)
+    year_one = _suites()
+    year_one["compile"]["created"] = "0001-01-01T00:00:00+01:00"
+    _raw(parent / "year-one", year_one)
     run_dir = _write_run(tmp_path / "runs" / "20261130T090000Z", _suites())
     assert render.main([str(run_dir), "--out", str(parent / "good")]) == 0
-    assert 'href="good/index.html"' in (parent / "index.html").read_text()
-    assert "skipped" in capsys.readouterr().err
+    index = (parent / "index.html").read_text()
+    assert 'href="good/index.html"' in index
+    err = capsys.readouterr().err
+    for name, why in (("leftover", "no results files"), ("big-errata", "errata.json: not usable JSON"),
+                      ("deep-errata", "errata.json: not valid JSON"), ("year-one", "created: expected an ISO 8601")):
+        row = re.search(rf"<tr><td>{name} .*?</tr>", index, re.S)
+        assert row and re.search(rf"\(unreadable: [^<]*{re.escape(why)}", row.group()), f"{name}: not listed unreadable"
+        assert any(line.startswith(f"index: {parent / name} listed as unreadable: ") and why in line
+                   for line in err.splitlines()), err
+    assert "Traceback" not in err and len(err.splitlines()) == 4, err
 
 
 def _set(payload: dict, path: tuple, value: object) -> None:
@@ -124,6 +143,11 @@ MALFORMED = [
     ("benchmark", ("published_ratios", "points", 0, "seqlen"), 0, "points[0].seqlen"),
     ("correctness", ("cases", 1, "reason"), None, "reason"),
     ("benchmark", ("cases", 0, "id"), 7, "id"),
+    # a page cannot be written with a lone surrogate (UTF-8); a terminal obeys an escape in a name
+    ("correctness", ("cases", 1, "reason"), "y\ud800", "reason"),
+    ("stability", ("cases", 0, "impl"), "cutile\x1b[31m", "impl"),
+    ("stability", ("created",), "0001-01-01T00:00:00+01:00", "created"),  # no UTC time: no run id
+    ("correctness", ("cases", 1, "id"), "cutile-bf16-typical-<b>bold</b>", "cases[1].id"),  # cases[0]'s id
 ]
 
 
@@ -192,3 +216,89 @@ def test_report_with_no_argument_renders_the_newest_suite_run(reports_root: Path
     _write_run(version / "20261201T090000Z", _suites())
     _write_run(version / "zz-test-scratch", _suites())
     assert render.newest_run("0.1.0", reports_root) == version / "20261201T090000Z"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "dangling link"])
+def test_a_suite_path_that_is_not_a_file_is_refused_not_called_missing(kind: str, tmp_path: Path, capsys) -> None:
+    run_dir = _write_run(tmp_path / "runs" / "20261130T090000Z", _suites())
+    path = run_dir / "raw" / "benchmark.json"
+    path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "directory":
+        path.mkdir()
+    else:
+        path.symlink_to(tmp_path / "nowhere.json")
+    assert render.main([str(run_dir), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "benchmark.json" in err and "Traceback" not in err, err
+    assert "not a regular file" in err or "No such file" in err, err
+    assert not (tmp_path / "out").exists()
+
+
+CORRECTION = {"suite": "benchmark", "impl": "triton", "dstate": [64], "field": "triton_tuned_at", "recorded": 16384,
+              "value": 1024}
+ERRATA = [
+    ('{"schema_version": 1, "errata": [' + "1" * 5000 + "]}", "not usable JSON"),
+    ("[" * 100_000 + "]" * 100_000, "not valid JSON"),
+    ('{"schema_version": 1, "schema_version": 1, "errata": []}', "the key 'schema_version' appears twice"),
+    (json.dumps({"schema_version": 1, "errata": [{"date": "2026-12-01", "title": "t\ud800", "text": "x",
+                                                  "corrections": [CORRECTION]}]}), "errata[0].title: expected text"),
+    (json.dumps({"schema_version": 1, "errata": [{"date": "2026-12-01", "title": "t", "text": "x",
+                                                  "corrections": [{**CORRECTION, "impl": "x" * 3000}]}]}),
+     "matches no case of this run"),
+    (json.dumps({"schema_version": 1, "errata": [{"date": "2026-12-01", "title": "t", "text": "x" * 3000,
+                                                  "corrections": [{**CORRECTION, "recorded": "y" * 3000}]}]}),
+     "do not record triton_tuned_at='yyy"),
+    (None, "not a regular file"),  # errata.json a directory: refused, not read as no errata
+]
+
+
+@pytest.mark.parametrize("text,says", ERRATA, ids=[says for _, says in ERRATA])
+def test_errata_that_cannot_be_used_are_refused_in_one_short_line(text: str | None, says: str, tmp_path: Path,
+                                                                   capsys) -> None:
+    run_dir = _write_run(tmp_path / "runs" / "20261130T090000Z", _suites())
+    if text is None:
+        (run_dir / "errata.json").mkdir()
+    else:
+        (run_dir / "errata.json").write_text(text)
+    assert render.main([str(run_dir), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "errata.json" in err and says in err and "Traceback" not in err, err
+    assert len(err) < 400 + len(str(run_dir)), f"a {len(err)}-character line"
+
+
+def test_the_comparison_goes_beside_the_newer_run_by_time_not_by_text(tmp_path: Path) -> None:
+    """10:00 at +09:00 is 01:00 UTC, before 05:00 UTC, though "2026-12-01T10" sorts after "2026-12-01T05"."""
+    early, late = _suites(), _suites(scale=1.5)
+    for payload in early.values():
+        payload["created"] = "2026-12-01T10:00:00+09:00"
+    for payload in late.values():
+        payload["created"] = "2026-12-01T05:00:00+00:00"
+    old, new = _write_run(tmp_path / "early", early), _write_run(tmp_path / "late", late)
+    for args in ((old, new), (new, old)):
+        page = compare.write_compare(*args, overwrite=True)
+        assert page == new / f"compare-{load_run(old).version}.html", page
+    assert load_run(old).version.startswith("0.1.0+20261201T010000Z")
+
+
+def test_a_rerender_into_a_folder_holds_only_the_new_runs_files(tmp_path: Path, capsys) -> None:
+    """render A --out D, then render B --out D: D/raw must not keep A's suites that B lacks (nor A's errata), or D
+    mixes two runs. Without --overwrite that is refused; with it, the renderer removes what it had copied there
+    (known suite files, errata.json) and nothing else."""
+    from validation.test_report import ERRATUM
+
+    a = _write_run(tmp_path / "runs" / "20261130T090000Z", _suites())
+    (a / "errata.json").write_text(json.dumps(ERRATUM))
+    b = _write_run(tmp_path / "runs" / "20261201T090000Z", {"compile": _suites()["compile"]})
+    out = tmp_path / "out"
+    assert render.main([str(a), "--out", str(out)]) == 0
+    (out / "notes.txt").write_text("mine")
+    (out / "raw" / "README").write_text("mine too")
+    (out / "index.html").unlink()  # so that only the stale files stand in the way
+    assert render.main([str(b), "--out", str(out)]) == 2
+    assert "is not this run's; pass --overwrite" in capsys.readouterr().err
+    assert render.main([str(b), "--out", str(out), "--overwrite"]) == 0
+    assert sorted(p.name for p in (out / "raw").iterdir()) == ["README", "compile.json"]
+    assert not (out / "errata.json").exists() and (out / "notes.txt").read_text() == "mine"
+    assert (out / "raw" / "compile.json").read_bytes() == (b / "raw" / "compile.json").read_bytes()

@@ -53,3 +53,24 @@ def test_a_suite_session_stops_before_its_first_case(tmp_path: Path) -> None:
     assert done.returncode == pytest.ExitCode.USAGE_ERROR, out[-3000:]
     assert "already holds results of correctness" in out and "Traceback" not in out
     assert not (tmp_path / "partial").exists(), "the matrix started before the check"
+
+
+@pytest.mark.parametrize("left", ["partial/benchmark.json", "raw/benchmark.json (a dangling link)"])
+def test_a_run_dir_that_holds_a_stopped_runs_checkpoint_is_refused(left: str, tmp_path: Path) -> None:
+    """A run killed outright (SIGKILL) leaves partial/<suite>.json and no raw file: a rerun there would replace what it
+    measured with its first checkpoint. A dangling link at raw/<suite>.json would refuse the write after the run."""
+    if left.startswith("partial"):
+        (tmp_path / "partial").mkdir()
+        (tmp_path / "partial" / "benchmark.json").write_text("{}")
+        says = r"holds partial/benchmark\.json: what a stopped run measured, which a new run there would replace"
+    else:
+        (tmp_path / "raw").mkdir()
+        (tmp_path / "raw" / "benchmark.json").symlink_to(tmp_path / "nowhere")
+        says = r"already holds results of benchmark \(raw/benchmark\.json\)"
+    assert check_run_dir(tmp_path, ["stability"]) == tmp_path  # another suite's checkpoint is no obstacle
+    with pytest.raises(RunDirError, match=says + r".*set SSD_RUN_DIR to a new directory"):
+        check_run_dir(tmp_path, ["benchmark"])
+    with pytest.raises(RunDirError, match=says):
+        ResultsFile("benchmark", tmp_path, check=True)
+    if left.startswith("partial"):
+        assert (tmp_path / "partial" / "benchmark.json").read_text() == "{}"

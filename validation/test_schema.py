@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -163,3 +165,131 @@ def test_a_case_read_from_a_file_is_refused_naming_the_file(tmp_path: Path) -> N
     with pytest.raises(SchemaError) as refused:
         CaseRecord.from_dict({"id": "a", "impl": "cutile", "status": "crashed"}, tmp_path / "x.json", "cases[4]")
     assert str(refused.value) == f"{tmp_path / 'x.json'}: cases[4] (a).reason: expected a non-empty string, got None"
+
+
+def _file(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "compile.json"
+    path.write_text(text)
+    return path
+
+
+def _header(**fields: object) -> dict:
+    return {"schema_version": 1, "suite": "compile", "suite_version": "0.1.0", "created": "2026-11-30T09:00:00+00:00",
+            "cases": [{"id": "a", "impl": "cutile", "status": "pass"}], **fields}
+
+
+def test_a_key_twice_in_one_object_is_refused(tmp_path: Path) -> None:
+    """json keeps the last of two equal keys: a fail followed by "status": "pass" would read as a pass."""
+    text = json.dumps(_header()).replace('"status": "pass"', '"status": "fail", "reason": "y", "status": "pass"')
+    with pytest.raises(SchemaError) as refused:
+        load_results(_file(tmp_path, text), "compile")
+    assert str(refused.value) == f"{tmp_path / 'compile.json'}: the key 'status' appears twice in one object"
+
+
+def test_a_case_id_twice_is_refused_and_no_published_file_has_one(tmp_path: Path) -> None:
+    """A reader keys a file's cases by id (reports.compare): a fail behind a pass of the same id would vanish. Every
+    published file has each id once, and loads."""
+    for path in PUBLISHED:
+        load_results(path, path.stem)
+    twice = _header(cases=[{"id": "a", "impl": "cutile", "status": "fail", "reason": "y"},
+                           {"id": "a", "impl": "cutile", "status": "pass"}])
+    with pytest.raises(SchemaError) as refused:
+        load_results(_file(tmp_path, json.dumps(twice)), "compile")
+    assert str(refused.value) == (f"{tmp_path / 'compile.json'}: cases[1].id: expected an id no other case has "
+                                  "(cases[0] has it), got 'a'")
+
+
+def test_a_writer_keeps_one_record_an_id_the_one_that_says_more(tmp_path: Path) -> None:
+    """pytest reports a teardown error after a passing call; a stopped benchmark records its unfinished point not-run,
+    the cases it measured too. The file keeps one record an id, which a reader then accepts."""
+    results = ResultsFile("compile", directory=tmp_path)
+    results.add(CaseRecord(id="t", impl="cutile", status="pass"))
+    results.add(CaseRecord(id="t", impl="cutile", status="fail", reason="teardown: boom"))
+    results.add(CaseRecord(id="m", impl="cutile", status="pass", measured={"compile_s": 1.0}))
+    results.add(CaseRecord(id="m", impl="cutile", status="not-run", reason="not reached: SIGINT"))
+    doc, _ = load_results(results.write(), "compile")
+    assert [(c.id, c.status, c.reason) for c in doc.cases] == [("t", "fail", "teardown: boom"), ("m", "pass", None)]
+
+
+TEXT = "text without control characters (but tab, newline, carriage return) or lone surrogates"
+NAME = "a name without control characters, line separators, bidirectional overrides or lone surrogates"
+
+
+@pytest.mark.parametrize("case,field,expected", [
+    ({"reason": "a\ud800"}, "cases[0].reason", TEXT),  # a page cannot be written with it (UTF-8)
+    ({"reason": "a\x00b"}, "cases[0].reason", TEXT),
+    ({"reason": "fail\x1b[1A\x1b[2Ksummary: passed"}, "cases[0].reason", TEXT),  # moves a terminal's cursor
+    ({"design": "x\x9b2K"}, "cases[0].design", TEXT),  # C1 CSI: an escape to a UTF-8 terminal too
+    ({"null_reasons": {"k\udc80": "why"}}, "a key of cases[0].null_reasons", TEXT),
+    ({"id": "a\nsummary: passed"}, "cases[0].id", NAME),  # validation.summary prints ids on a line of their own
+    ({"impl": "cutile\t"}, "cases[0] (a).impl", NAME),
+    ({"variant": "v\u202e"}, "cases[0] (a).variant", NAME),
+])
+def test_text_a_page_or_a_terminal_cannot_show_as_written_is_refused(case: dict, field: str, expected: str,
+                                                                     tmp_path: Path) -> None:
+    payload = _header(cases=[{"id": "a", "impl": "cutile", "status": "fail", "reason": "y", **case}])
+    with pytest.raises(SchemaError) as refused:
+        load_results(_file(tmp_path, json.dumps(payload)), "compile")
+    message = str(refused.value)
+    assert message.startswith(f"{tmp_path / 'compile.json'}: {field}: expected {expected}, got "), message
+    message.encode()  # the message itself prints anywhere
+    assert "\n" not in message and "\x1b" not in message
+    prose = _header(cases=[{"id": "a", "impl": "cutile", "status": "fail", "reason": "line 1\n\tline 2\r\n"}])
+    assert load_results(_file(tmp_path, json.dumps(prose)), "compile")[0].cases[0].reason == "line 1\n\tline 2\r\n"
+
+
+def test_a_writer_escapes_what_a_file_may_not_hold_in_prose_and_keeps_the_case(tmp_path: Path, monkeypatch) -> None:
+    """A reason or a measured text taken from elsewhere (a child's stderr, a compiler's coloured log) is written
+    escaped, and the file reads back; a name of the suite's own with such a character is refused where it is built."""
+    monkeypatch.setenv("SSD_RUN_DIR", str(tmp_path / "run"))
+    case = CaseRecord(id="a", impl="cutile", status="crashed", reason="\x1b[31merror\x1b[0m\x00 \ud800 end\n",
+                      measured={"log": ["bell\x07"]})
+    assert case.reason == "\\x1b[31merror\\x1b[0m\\x00 \\ud800 end\n" and case.measured["log"] == ["bell\\x07"]
+    results = ResultsFile("compile")
+    results.add(case)
+    doc, _ = load_results(results.write(), "compile")
+    assert doc.cases[0].reason == case.reason
+    with pytest.raises(SchemaError, match=r"case\.id: expected text without control characters"):
+        CaseRecord(id="a\x1b", impl="cutile", status="pass")
+
+
+@pytest.mark.parametrize("created", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:00:00-05:00"])
+def test_a_created_that_has_no_utc_time_is_refused(created: str, tmp_path: Path) -> None:
+    """Its run id is its UTC time (reports.runs): before year 1 or after 9999 there is none."""
+    with pytest.raises(SchemaError) as refused:
+        load_results(_file(tmp_path, json.dumps(_header(created=created))), "compile")
+    assert str(refused.value) == (f"{tmp_path / 'compile.json'}: created: expected an ISO 8601 time that has a UTC "
+                                  f"time, got '{created}'")
+
+
+@pytest.mark.parametrize("version,ok", [("0.1.0", True), ("1.2.3rc1.post2.dev3", True), ("\uff10.\uff11.\uff10", False),
+                                        ("0.\u0661.0", False), ("0.1.0\n", False), ("0.1.0" + "a1" * 4, False),
+                                        ("0.1.0" + ".dev1" * 1000, False)])
+def test_a_suite_version_is_ascii_digits_with_a_short_tail(version: str, ok: bool, tmp_path: Path) -> None:
+    path = _file(tmp_path, json.dumps(_header(suite_version=version)))
+    if ok:
+        assert load_results(path, "compile")[0].suite_version == version
+    else:
+        with pytest.raises(SchemaError, match=r": suite_version: expected a version such as 0\.1\.0"):
+            load_results(path, "compile")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_a_results_path_that_is_not_a_regular_file_is_refused_at_once(kind: str, tmp_path: Path) -> None:
+    """A FIFO would block the reader for ever; a directory is no file."""
+    path = tmp_path / "compile.json"
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.mkdir()
+    def hung(signum: int, frame: object) -> None:
+        raise TimeoutError(f"load_results blocked on a {kind}")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(20)
+    try:
+        with pytest.raises(SchemaError, match=r"compile\.json: not a regular file$"):
+            load_results(path, "compile")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)

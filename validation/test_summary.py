@@ -2,21 +2,27 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from validation.bench.tilegym_decisions import FIRST_CONFIG, TUNE_COMMAND
+from validation.provenance import ROOT
 from validation.results import SCHEMA_VERSION, STATUSES, SUITES, write_json_atomic
 from validation.summary import FAILED, OURS, PEERS, describe, main
 
 PASSING_SUITES = {suite: [{"id": f"{suite}-ok", "impl": "cutile", "status": "pass"}] for suite in SUITES}
+# What every results file's header holds (validation.results.ResultsFile writes it; the contract requires it).
+HEADER = {"schema_version": SCHEMA_VERSION, "suite_version": "0.1.0", "created": "2026-11-30T09:00:00+00:00"}
 
 
-def _write(run_dir: Path, suite: str, cases: list[dict], *, partial: bool = False) -> Path:
+def _write(run_dir: Path, suite: str, cases: list[dict], *, partial: bool = False, **extra: object) -> Path:
     folder = "partial" if partial else "raw"
-    return write_json_atomic(run_dir / folder / f"{suite}.json",
-                             {"schema_version": SCHEMA_VERSION, "suite": suite, "cases": cases})
+    return write_json_atomic(run_dir / folder / f"{suite}.json", {**HEADER, "suite": suite, **extra, "cases": cases})
 
 
 def _run(run_dir: Path, suites: dict[str, list[dict]]) -> Path:
@@ -92,15 +98,17 @@ def test_a_run_directory_that_is_not_there_is_refused_in_one_line(tmp_path, caps
     assert err.count("\n") == 1 and "not a directory" in err
 
 
-@pytest.mark.parametrize("text,says", [("{not json", "not a readable JSON file"),
+def _compile(*cases: dict) -> str:
+    return json.dumps({**HEADER, "suite": "compile", "cases": list(cases)})
+
+
+@pytest.mark.parametrize("text,says", [("{not json", "not valid JSON"),
                                        ('{"schema_version": 99, "suite": "compile", "cases": []}', "schema_version"),
-                                       (f'{{"schema_version": {SCHEMA_VERSION}, "suite": "compile", "cases": '
-                                        '[{"id": "a", "impl": "cutile", "status": "ok"}]}', "status 'ok'"),
-                                       (f'{{"schema_version": {SCHEMA_VERSION}, "suite": "compile", "cases": '
-                                        '[{"id": "a", "impl": "cutile", "status": "fail"}]}',
+                                       (_compile({"id": "a", "impl": "cutile", "status": "ok"}),
+                                        "cases[0] (a).status: expected one of"),
+                                       (_compile({"id": "a", "impl": "cutile", "status": "fail"}),
                                         "compile.json: cases[0] (a).reason: expected a non-empty string, got None"),
-                                       (f'{{"schema_version": {SCHEMA_VERSION}, "suite": "compile", "cases": '
-                                        '[{"id": "a", "impl": "cutile", "status": "pass", "seed": -1}]}',
+                                       (_compile({"id": "a", "impl": "cutile", "status": "pass", "seed": -1}),
                                         "compile.json: cases[0] (a).seed: expected an integer >= 0, got -1")])
 def test_a_file_that_is_not_a_results_file_is_refused_in_one_line(tmp_path, capsys, text: str, says: str) -> None:
     run = _run(tmp_path, PASSING_SUITES)
@@ -176,8 +184,66 @@ def test_the_summary_counts_the_tilegym_cases_that_ran_untuned(tmp_path, capsys)
     assert "TILEGYM UNTUNED: 2 of 3 timed TileGym cases ran TileGym's first config" in out, out
     assert TUNE_COMMAND in out, out
     off = _run(tmp_path / "off", {s: c for s, c in PASSING_SUITES.items() if s != "benchmark"})
-    write_json_atomic(off / "raw" / "benchmark.json", {"schema_version": SCHEMA_VERSION, "suite": "benchmark",
-                                                       "cases": bench[:1], "tilegym_tuning": {"mode": "off"}})
+    _write(off, "benchmark", bench[:1], tilegym_tuning={"mode": "off"})
     assert main([str(off)]) == 0 and "TILEGYM UNTUNED: 1 of 1 timed" in capsys.readouterr().out, "autotune off"
     assert main([str(_run(tmp_path / "tuned", {**PASSING_SUITES, "benchmark": bench[:1]}))]) == 0
     assert "TILEGYM" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
+def test_a_suite_stopped_by_a_signal_fails_the_run_and_says_so(tmp_path, capsys, signame: str) -> None:
+    """A stopped suite writes its file with every case it did not reach not-run, which alone would pass: the file's
+    ``interrupted`` (the signal's name, validation/results.py) is what says the run did not finish. nox -s validate
+    fails on the summary's exit status 1."""
+    assert main([str(_run(tmp_path / "clean", PASSING_SUITES))]) == 0  # a clean run's last line is as it was
+    assert capsys.readouterr().out.splitlines()[-1] == ("summary: passed: 0 failed or crashed records of ours, 0 "
+                                                        "missing suites, 0 findings about the peers")
+    run = _run(tmp_path, {s: c for s, c in PASSING_SUITES.items() if s != "stability"})
+    _write(run, "stability", [*PASSING_SUITES["stability"], {"id": "later", "impl": "cutile", "status": "not-run",
+                                                              "reason": f"interrupted: {signame} arrived before"}],
+           interrupted=signame)
+    assert main([str(run)]) == 1
+    out = capsys.readouterr().out
+    assert f"INTERRUPTED: stability (stopped by {signame}): what it did not reach is recorded not-run" in out, out
+    assert "summary: FAILED: 0 failed or crashed records of ours, 0 missing suites, 1 interrupted suites" in out, out
+
+
+BIG = "1" * 5000
+
+
+@pytest.mark.parametrize("text,says", [
+    (_compile({"id": "a", "impl": "cutile", "status": "pass", "bytes": 0}).replace('"bytes": 0', f'"bytes": {BIG}'),
+     "not usable JSON"),  # past Python's digit limit
+    ('{"cases": ' * 5000 + "[]" + "}" * 5000, "not valid JSON"),  # past the parser's nesting
+    (_compile({"id": "a", "impl": "cutile", "status": "fail", "reason": "y\ud800"}), "cases[0].reason: expected text"),
+    (_compile({"id": "a", "impl": "cutile", "status": "fail", "reason": "y"}).replace('"y"', '"y", "status": "pass"'),
+     "the key 'status' appears twice"),  # json would keep the last: a pass
+    (_compile({"id": "a", "impl": "cutile", "status": "fail", "reason": "y"}, {"id": "a", "impl": "cutile",
+                                                                             "status": "pass"}),
+     "cases[1].id: expected an id no other case has (cases[0] has it)"),
+    (_compile({"id": "x\rsummary: passed", "impl": "cutile", "status": "pass"}), "cases[0].id: expected a name"),
+    (json.dumps({"schema_version": 1, "suite": "compile", "cases": []}), "created: expected"),  # the report's refusal
+])
+def test_the_summary_refuses_what_the_report_refuses_in_one_line(tmp_path, text: str, says: str) -> None:
+    """It reads through validation.schema.load_results, as the report does: exit 2, one line, no traceback."""
+    run = _run(tmp_path, PASSING_SUITES)
+    (run / "raw" / "compile.json").unlink()
+    (run / "raw" / "compile.json").write_text(text)
+    done = subprocess.run([sys.executable, "-m", "validation.summary", str(run)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 2 and done.stdout == "", done.stdout[-2000:] + done.stderr[-2000:]
+    assert done.stderr.count("\n") == 1 and says in done.stderr and "compile.json" in done.stderr, done.stderr[-2000:]
+
+
+def test_a_fifo_at_a_results_path_is_refused_without_waiting(tmp_path) -> None:
+    run = _run(tmp_path, PASSING_SUITES)
+    path = run / "raw" / "compile.json"
+    path.unlink()
+    os.mkfifo(path)  # reading it would wait for a writer for ever
+    try:
+        done = subprocess.run([sys.executable, "-m", "validation.summary", str(run)], cwd=ROOT, capture_output=True,
+                              text=True, timeout=60, check=False)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the summary waited on a FIFO at raw/compile.json")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "compile.json: not a regular file" in done.stderr, done.stderr
