@@ -174,7 +174,11 @@ def main(argv: list[str] | None = None) -> int:
         if not index_owned(root):
             return (f"report: {target}\nindex: {root / 'index.html'} left alone: this renderer did not make it (no"
                     f" generator mark {INDEX_GENERATOR!r}), so it is not the suite's to replace")
-        return f"report: {target}\nindex: {write_index(root)}"
+        try:
+            index = write_index(root)
+        except OSError as err:  # the report is written; the folder above it may not be the user's to write in
+            return f"report: {target}\nindex: {root / 'index.html'} not written: {err.strerror or err}"
+        return f"report: {target}\nindex: {index}"
 
     return command("report", report)
 

@@ -91,6 +91,20 @@ def test_an_index_the_suite_did_not_make_is_left_alone(tmp_path: Path, capsys) -
     assert 'href="b/index.html"' in (ours / "index.html").read_text(), "the suite's own index was not regenerated"
 
 
+def test_an_index_that_cannot_be_written_leaves_the_report_written(tmp_path: Path, capsys, monkeypatch) -> None:
+    """The folder above `--out` may not be the user's to write in: the report stands, the index line says why."""
+    run_dir = _write_run(tmp_path / "runs" / "20261130T090000Z", _suites())
+
+    def refused(root: Path) -> Path:
+        raise PermissionError(13, "Permission denied", str(root / ".index.html.tmp"))
+
+    monkeypatch.setattr(render, "write_index", refused)
+    assert render.main([str(run_dir), "--out", str(tmp_path / "site" / "ssd")]) == 0
+    out = capsys.readouterr().out
+    assert (tmp_path / "site" / "ssd" / "index.html").is_file()
+    assert f"index: {tmp_path / 'site' / 'index.html'} not written: Permission denied" in out, out
+
+
 def test_one_broken_run_folder_does_not_break_the_index(tmp_path: Path, capsys) -> None:
     """Each folder the index cannot read is listed there as unreadable, with why, and said on stderr; the others and
     the report are as without it."""
