@@ -1,4 +1,4 @@
-"""The Triton baseline on a CPU, under ``TRITON_INTERPRET=1``: its environment, its shim, and a case runner.
+"""The Triton baseline on a CPU, under ``TRITON_INTERPRET=1``: its environment and a case runner.
 
 The interpreter only takes effect for kernels decorated after ``TRITON_INTERPRET=1`` is in the
 environment (``triton.jit`` picks interpreter or compiler at decoration time), and mamba_ssm fixes its
@@ -20,37 +20,15 @@ numerics are ``ieee`` and its tolerances are not the GPU's.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import torch
-
-__all__ = ["INTERPRETER_ENV", "cpu_device_shim", "main", "run_cases"]
+__all__ = ["INTERPRETER_ENV", "main", "run_cases"]
 
 INTERPRETER_ENV = {"TRITON_INTERPRET": "1", "MAMBA_DETERMINISTIC": "1"}
-
-
-@contextlib.contextmanager
-def cpu_device_shim() -> Iterator[None]:
-    """Make ``torch.cuda.device(None)`` a no-op on a CPU-only torch build while the block runs.
-
-    mamba_ssm wraps each launch in ``with torch.cuda.device(t.device.index)``; a CPU tensor's index is
-    None, and a CPU build's ``torch.cuda._exchange_device`` / ``_maybe_exchange_device`` compare it
-    with 0 (TypeError). The shim maps None to -1, torch's own "no device" value, and passes every
-    other index through; a CUDA build never sees None there. The originals are restored on exit.
-    """
-    exchange, maybe_exchange = torch.cuda._exchange_device, torch.cuda._maybe_exchange_device
-    torch.cuda._exchange_device = lambda device: exchange(-1 if device is None else device)
-    torch.cuda._maybe_exchange_device = lambda device: maybe_exchange(-1 if device is None else device)
-    try:
-        yield
-    finally:
-        torch.cuda._exchange_device, torch.cuda._maybe_exchange_device = exchange, maybe_exchange
 
 
 def run_cases(cases: list[dict]) -> list[dict]:
@@ -67,19 +45,18 @@ def run_cases(cases: list[dict]) -> list[dict]:
     from validation.compare import errors
 
     records = []
-    with cpu_device_shim():
-        for case in cases:
-            spec = ProblemSpec(**case["spec"])
-            inputs = spec.make_inputs("cpu")
-            start = time.perf_counter()
-            y, final_state = ssd_fwd_triton(*inputs.as_args(), chunk_size=spec.chunk_size)
-            seconds = time.perf_counter() - start
-            y_ref, state_ref = ssd_recurrent(*inputs.as_args())
-            records.append({
-                "id": case["id"], "spec": case["spec"], "seconds": seconds,
-                "y_dtype": str(y.dtype), "final_state_dtype": str(final_state.dtype),
-                **errors(y, y_ref).as_dict("y"), **errors(final_state, state_ref).as_dict("state"),
-            })
+    for case in cases:
+        spec = ProblemSpec(**case["spec"])
+        inputs = spec.make_inputs("cpu")
+        start = time.perf_counter()
+        y, final_state = ssd_fwd_triton(*inputs.as_args(), chunk_size=spec.chunk_size)
+        seconds = time.perf_counter() - start
+        y_ref, state_ref = ssd_recurrent(*inputs.as_args())
+        records.append({
+            "id": case["id"], "spec": case["spec"], "seconds": seconds,
+            "y_dtype": str(y.dtype), "final_state_dtype": str(final_state.dtype),
+            **errors(y, y_ref).as_dict("y"), **errors(final_state, state_ref).as_dict("state"),
+        })
     return records
 
 

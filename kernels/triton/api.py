@@ -13,20 +13,21 @@ registers a bare package object for ``mamba_ssm`` (``__path__`` = the installed 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import importlib.metadata
 import importlib.util
 import sys
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import torch
 from torch import Tensor
 
 from reference.checks import CHUNK_SIZE, FLOAT_DTYPES, Limits, check_inputs, dtype_name
 
-__all__ = ["LIMITS", "mamba_ssm_version", "ssd_fwd_triton", "triton_module"]
+__all__ = ["LIMITS", "cpu_device_shim", "mamba_ssm_version", "ssd_fwd_triton", "triton_module"]
 
 # The version is constraints.txt's (the one pin file); this adapter only says how to install it.
 _INSTALL = ("MAMBA_SKIP_CUDA_BUILD=TRUE MAMBA_FORCE_BUILD=TRUE "
@@ -71,6 +72,24 @@ def _mamba_chunk_scan_combined() -> tuple[Callable[..., tuple[torch.Tensor, torc
     return ssd_combined.mamba_chunk_scan_combined, interpreted
 
 
+@contextlib.contextmanager
+def cpu_device_shim() -> Iterator[None]:
+    """Make ``torch.cuda.device(None)`` a no-op on a CPU-only torch build while the block runs.
+
+    mamba_ssm wraps each launch in ``with torch.cuda.device(t.device.index)``; a CPU tensor's index is
+    None, and a CPU build's ``torch.cuda._exchange_device`` / ``_maybe_exchange_device`` compare it
+    with 0 (TypeError). The shim maps None to -1, torch's own "no device" value, and passes every
+    other index through; a CUDA build never sees None there. The originals are restored on exit.
+    """
+    exchange, maybe_exchange = torch.cuda._exchange_device, torch.cuda._maybe_exchange_device
+    torch.cuda._exchange_device = lambda device: exchange(-1 if device is None else device)
+    torch.cuda._maybe_exchange_device = lambda device: maybe_exchange(-1 if device is None else device)
+    try:
+        yield
+    finally:
+        torch.cuda._exchange_device, torch.cuda._maybe_exchange_device = exchange, maybe_exchange
+
+
 def ssd_fwd_triton(x: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Tensor | None = None,
                    initial_state: Tensor | None = None, chunk_size: int = CHUNK_SIZE) -> tuple[Tensor, Tensor]:
     """The SSD forward by mamba_ssm's Triton kernels (five launches: chunk cumsum, chunk state, state
@@ -101,6 +120,9 @@ def ssd_fwd_triton(x: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Te
     if x.device.type != "cuda" and not interpreted:
         raise ValueError(f"ssd_fwd_triton: x is on {x.device}; expected a CUDA device, or TRITON_INTERPRET=1 "
                          "in the environment before triton and mamba_ssm were imported")
-    y, final_state = mamba_chunk_scan_combined(
-        x, dt, A, B, C, chunk_size, D=D, initial_states=initial_state, return_final_states=True)
+    # On the CPU (the interpreter) each launch's torch.cuda.device(None) needs the shim, reentrant: a caller's
+    # own shim around this call is harmless.
+    with cpu_device_shim() if x.device.type == "cpu" else contextlib.nullcontext():
+        y, final_state = mamba_chunk_scan_combined(
+            x, dt, A, B, C, chunk_size, D=D, initial_states=initial_state, return_final_states=True)
     return y, final_state
