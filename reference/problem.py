@@ -66,6 +66,11 @@ class ProblemSpec(SSDDims):
             raise ValueError(f"ProblemSpec.dtype must be one of {sorted(DTYPES)}; got {self.dtype!r}")
         if self.regime not in REGIMES:
             raise ValueError(f"ProblemSpec.regime must be one of {sorted(REGIMES)}; got {self.regime!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"ProblemSpec.seed must be an int >= 0 (torch.manual_seed's); got {self.seed!r}")
+        for name in ("with_D", "with_initial_state"):
+            if not isinstance(getattr(self, name), bool):  # 'no' would read as true
+                raise ValueError(f"ProblemSpec.{name} must be True or False; got {getattr(self, name)!r}")
 
     @property
     def torch_dtype(self) -> torch.dtype:

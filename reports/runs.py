@@ -113,6 +113,9 @@ def _one(directory: Path, what: str, values: dict[str, object]) -> object:
 def load_run(directory: Path) -> Run:
     """Read every ``raw/<suite>.json`` of a run; refuse unknown schema versions and unknown suites."""
     raw_dir = directory / "raw"
+    if not directory.is_dir():
+        raise ReportError(f"{directory}: {'not a directory' if directory.exists() else 'does not exist'}; expected a "
+                          f"run directory holding raw/<suite>.json")
     if not raw_dir.is_dir():
         raise ReportError(f"{directory}: no raw/ directory; expected {directory}/raw/<suite>.json "
                           f"for some of {', '.join(SUITES)}")

@@ -84,6 +84,9 @@ def load_run(run_dir: Path) -> list[SuiteFile]:
     """Every ``raw/*.json`` of the run in suite order, each followed by its partial file if one is there."""
     if not run_dir.is_dir():
         raise BadResults(f"{run_dir}: not a directory (expected a run directory holding raw/<suite>.json)")
+    if not (run_dir / "raw").is_dir() and not (run_dir / "partial").is_dir():  # a run makes raw/ before its first suite
+        raise BadResults(f"{run_dir}: no raw/ or partial/ directory: not a run directory (expected one holding "
+                         "raw/<suite>.json)")
     files = [load_file(p) for p in sorted((run_dir / "raw").glob("*.json"))]
     files += [load_file(p, partial=True) for p in sorted((run_dir / "partial").glob("*.json"))]
     return sorted(files, key=lambda f: (SUITES.index(f.suite), f.partial))

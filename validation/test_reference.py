@@ -227,6 +227,10 @@ def test_projection_views_are_not_contiguous_and_hold_typical_values() -> None:
     ("dtype", "int8", "ProblemSpec.dtype must be one of"),
     ("regime", "calm", "ProblemSpec.regime must be one of"),
     ("seqlen", 0, "ProblemSpec.seqlen must be an int >= 1; got 0"),
+    ("seed", 1.5, r"ProblemSpec.seed must be an int >= 0 \(torch.manual_seed's\); got 1.5"),
+    ("seed", "0", "ProblemSpec.seed must be an int >= 0"),
+    ("with_D", "no", "ProblemSpec.with_D must be True or False; got 'no'"),
+    ("with_initial_state", 2, "ProblemSpec.with_initial_state must be True or False; got 2"),
 ])
 def test_problem_spec_rejects_bad_fields(field: str, value: object, message: str) -> None:
     fields = dict(batch=1, seqlen=8, nheads=4, headdim=8, ngroups=1, dstate=8, chunk_size=16)

@@ -91,6 +91,11 @@ def test_an_index_the_suite_did_not_make_is_left_alone(tmp_path: Path, capsys) -
     assert 'href="b/index.html"' in (ours / "index.html").read_text(), "the suite's own index was not regenerated"
 
 
+def test_a_run_directory_that_is_not_there_is_said_so(tmp_path: Path, capsys) -> None:
+    assert render.main([str(tmp_path / "nowhere")]) == 2
+    assert f"{tmp_path / 'nowhere'}: does not exist; expected a run directory" in capsys.readouterr().err
+
+
 def test_an_index_that_cannot_be_written_leaves_the_report_written(tmp_path: Path, capsys, monkeypatch) -> None:
     """The folder above `--out` may not be the user's to write in: the report stands, the index line says why."""
     run_dir = _write_run(tmp_path / "runs" / "20261130T090000Z", _suites())

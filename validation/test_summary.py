@@ -96,6 +96,10 @@ def test_a_run_directory_that_is_not_there_is_refused_in_one_line(tmp_path, caps
     assert main([str(tmp_path / "nowhere")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "not a directory" in err
+    (tmp_path / "empty").mkdir()  # a directory, but no run's: a wrong path, not a run whose every suite is missing
+    assert main([str(tmp_path / "empty")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no raw/ or partial/ directory: not a run directory" in err
 
 
 def _compile(*cases: dict) -> str:

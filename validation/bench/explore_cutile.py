@@ -4,7 +4,7 @@
 
 Varies one stage's configuration at a time around the choosers' (``kernels.cutile.tuning.choose``), passed
 to the forward as its ``configs``, at the benchmark's shape (batch 4, 8 heads, headdim 64, 1 group, chunk 128
-unless ``--chunk-size``, bf16), plus both state passes
+unless ``--chunk-size``, bf16), plus each state pass
 (variants ``serial-state``, ``segmented-state`` and ``chunked-state``) and both ways of building chunk_out's
 C·Bᵀ (``cb-inline``, ``cb-buffer``). For each candidate: its first call's seconds (compilation included, which
 the log also names before it starts), the correctness gate against
