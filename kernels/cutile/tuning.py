@@ -519,11 +519,15 @@ def segment_out_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size:
 
 def chunk_out_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> ChunkOutConfig:
     # The (block_m x block_m) C·Bᵀ block and the (block_m x block_p) output both live in registers:
-    # 128 x 128 + 128 x 64 fp32 is the most we hold; chunk 256 therefore runs as 2 row blocks. Those spill: in the
-    # sm_90 export at headdim 64 and dstate 128 or 512, 234 local-memory stores a program (201 at occupancy 1), where
-    # 64-row blocks spill none. The benchmark runs chunk 128 and chunk 256 was never timed (`nox -s explore --
-    # OUT.json --chunk-size 256` times both), so the row blocks stay as they were.
-    block_m = min(chunk_size, 128)
+    # 128 x 128 + 128 x 64 fp32 is the most we hold, so a chunk of 256 runs in row blocks. Of 128 rows they spill (in
+    # the sm_90 export at headdim 64 and dstate 128 or 512, 234 local-memory stores a program, 201 at occupancy 1);
+    # of 64 rows they spill none, and on the H200 (bf16, chunk 256, batch 4, 8 heads, headdim 64) the forward took
+    # 86.5 against 131.4 us at (4096 tokens, dstate 128), 191.6 against 239.2 at (4096, 512), 308.0 against 454.6 at
+    # (16384, 128) and 684.3 against 844.0 at (16384, 512); four 64-row programs an SM were slower than two
+    # (explore_cutile, 2026-12-05, reports/published/0.1.0+20261205T020800Z-5a45aa9). Chunk 128 stays in one block
+    # of 128 rows; at 4K-16K tokens x dstate 64, 128 and 512 it was the fastest chunk size in that run (chunk 64
+    # 1.24-1.39x its time at every one of the nine points).
+    block_m = min(chunk_size, 128) if chunk_size <= 128 else 64
     block_p = min(dims.headdim, 64)
     # In two segments without a scan (``_segmented_out``), segment 1's programs take one more product than segment
     # 0's. Started first, they left segment 0's to fill the grid's tail: on the H200 chunk_out took 29.7 against 30.3
