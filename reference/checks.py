@@ -273,10 +273,13 @@ def _refuse(who: str, name: str, t: Tensor) -> None:
                       f"expected {finite}{rule} ({origin})")
 
 
+MAX_DECAY_STEP = 1e30  # the largest |A|·dt check_domain takes (see there)
+
+
 def check_domain(dt: Tensor, A: Tensor, *, who: str) -> None:
-    """Refuse dt < 0, A > 0, and NaN or Inf in dt or A: Mamba's parameterisation (A = -exp(A_log), dt a clamped
-    softplus) is the kernels' domain, since they clamp every decay exponent to <= 0 and outside it would
-    compute something else. Raises ``DomainError``, e.g.::
+    """Refuse dt < 0, A > 0, NaN or Inf in dt or A, and |A|·dt past ``MAX_DECAY_STEP``: Mamba's parameterisation
+    (A = -exp(A_log), dt a clamped softplus) is the kernels' domain, since they clamp every decay exponent to <= 0
+    and outside it would compute something else. Raises ``DomainError``, e.g.::
 
         ssd_fwd_cutile: A has 2 of 8 entries > 0 (first: A[3] = 0.5); expected A <= 0 (Mamba's A = -exp(A_log))
 
@@ -292,6 +295,15 @@ def check_domain(dt: Tensor, A: Tensor, *, who: str) -> None:
         _refuse(who, "dt", dt)
     if not all(-math.inf < v <= 0 for v in a):
         _refuse(who, "A", A)
+    # Finite A and dt whose product is not: the kernels take A·dt, and its running sum over a chunk, in fp32, where
+    # past about 3.4e38 a product is Inf and the difference of two such sums NaN, while float64 stays finite.
+    # MAX_DECAY_STEP leaves a chunk of 256 such tokens (times log2 e) far inside fp32; the stability suite's hugest
+    # step is 1e7.
+    step = -min(a, default=0.0) * dt_hi
+    if step > MAX_DECAY_STEP:
+        raise DomainError(f"{who}: |A|·dt reaches {step:.3g} (the largest |A|, {-min(a):.3g}, times the largest "
+                          f"dt, {dt_hi:.3g}); expected at most {MAX_DECAY_STEP:.0e}: beyond it the chunk-local sums of "
+                          "A·dt overflow fp32")
 
 
 # Every (dt, A, dt's version, A's version) that the domain_checked blocks open here have checked.

@@ -292,6 +292,9 @@ BAD_INPUTS = [
      {}, DomainError, ["dt has 2 of 80 entries < 0 or not finite (first: dt[0, 0, 0] = -1)", "expected finite dt"]),
     ("A_minus_inf", lambda a: a["A"].__setitem__(0, -math.inf), {}, DomainError,
      ["A has 1 of 4 entries not finite (first: A[0] = -inf)", "expected finite A <= 0"]),
+    # Each finite, their product not in fp32: the kernels' chunk sums of A·dt would be Inf, their differences NaN.
+    ("A_dt_past_fp32", lambda a: (a["A"].__setitem__(1, -3e38), a["dt"].__setitem__((0, 2, 0), 10.0)), {}, DomainError,
+     ["|A|·dt reaches 3e+39 (the largest |A|, 3e+38, times the largest dt, 10); expected at most 1e+30"]),
     ("A_positive_on_a_gpu_kernel", lambda a: a["A"].__setitem__(3, 2.0), {"require_cuda": True}, DomainError,
      ["A has 1 of 4 entries > 0 (first: A[3] = 2)"]),  # the values first: the same refusal on any device
 ]
