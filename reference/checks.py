@@ -26,7 +26,8 @@ import torch
 from torch import Tensor
 
 __all__ = ["CHUNK_SIZE", "REFERENCE_LIMITS", "DomainError", "Limits", "Requirement", "SSDDims", "check_domain",
-           "check_inputs", "check_requirements", "domain_checked", "FLOAT_DTYPES", "dtype_name"]
+           "check_inputs", "check_requirements", "domain_checked", "first_unmet", "FLOAT_DTYPES", "dtype_name",
+           "is_power_of_two"]
 
 # The one signature's default chunk: the post's, and what our kernels and TileGym are tuned for.
 CHUNK_SIZE = 128
@@ -40,6 +41,11 @@ _NAMES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32", 
 def dtype_name(dtype: torch.dtype) -> str:
     """Short dtype name used in case ids and results files (``bf16``, ``fp16``, ``fp32``, ``fp64``)."""
     return _NAMES.get(dtype, str(dtype).removeprefix("torch."))
+
+
+def is_power_of_two(n: object) -> bool:
+    """Whether ``n`` is an int (not a bool) 1, 2, 4, ...: a tile's dimension, which cuTile needs a power of two."""
+    return isinstance(n, int) and not isinstance(n, bool) and n >= 1 and n & (n - 1) == 0
 
 
 # Where each size of the common signature comes from, for messages that name the argument.
@@ -130,11 +136,20 @@ def _require_shape(who: str, name: str, t: torch.Tensor, shape: tuple[int, ...],
 def check_requirements(limits: Limits, dims: SSDDims, chunk_size: int, *, who: str) -> None:
     """Refuse, naming the argument, sizes that miss one of ``limits.requirements``: for checked inputs
     (``check_inputs``'s dimensions and chunk_size)."""
-    values = {**dims._asdict(), "chunk_size": chunk_size}
+    unmet = first_unmet(limits, {**dims._asdict(), "chunk_size": chunk_size})
+    if unmet is not None:
+        requirement, got = unmet
+        _fail(who, f"{got} is not supported; expected {requirement.expected} ({requirement.source})")
+
+
+def first_unmet(limits: Limits, values: Mapping[str, int]) -> tuple[Requirement, str] | None:
+    """The first of ``limits.requirements`` that the sizes ``values`` (``SSDDims``' fields and chunk_size) miss, with
+    the sizes as they came (``Requirement.unmet``); None if they meet every one."""
     for requirement in limits.requirements:
         got = requirement.unmet(values)
         if got is not None:
-            _fail(who, f"{got} is not supported; expected {requirement.expected} ({requirement.source})")
+            return requirement, got
+    return None
 
 
 def check_inputs(x: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Tensor | None = None,

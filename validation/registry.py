@@ -19,7 +19,7 @@ from kernels.cutile import LIMITS as CUTILE
 from kernels.tilegym import LIMITS as TILEGYM
 from kernels.triton import LIMITS as TRITON
 from reference import ProblemSpec, ssd_recurrent
-from reference.checks import REFERENCE_LIMITS, Limits
+from reference.checks import REFERENCE_LIMITS, Limits, first_unmet
 
 __all__ = ["IMPLS", "Impl", "ssd_recurrent_any_chunk"]
 
@@ -68,11 +68,10 @@ class Impl:
             return f"{self.name} takes batch up to {limits.max_batch}; the case has {spec.batch}"
         if not limits.int64_indexing and spec.numel_x >= 2**31:
             return f"{self.name} indexes with int32; x has {spec.numel_x} elements (>= 2**31)"
-        values = {**spec.shape_dict(), "chunk_size": spec.chunk_size}
-        for requirement in limits.requirements:
-            got = requirement.unmet(values)
-            if got is not None:
-                return f"{self.name} needs {requirement.expected} ({requirement.source}); the case has {got}"
+        unmet = first_unmet(limits, spec.shape_dict())
+        if unmet is not None:
+            requirement, got = unmet
+            return f"{self.name} needs {requirement.expected} ({requirement.source}); the case has {got}"
         return None
 
 

@@ -14,7 +14,7 @@ from kernels.cutile.segment_out import segment_out
 from kernels.cutile.segment_state import scan_needed, segment_state, segment_state_local
 from kernels.cutile.state_pass import state_dtype, state_pass
 from kernels.cutile.tuning import VARIANTS, Configs, Variant
-from reference.checks import SSDDims, check_inputs
+from reference.checks import SSDDims, check_inputs, is_power_of_two
 
 __all__ = ["ssd_fwd_cutile", "ssd_fwd_cutile_variant", "check_kernel_limits", "check_configs", "plan_forward",
            "intermediate_traffic", "launch_names"]
@@ -55,10 +55,6 @@ def _check(x, dt, A, B, C, D, initial_state, chunk_size, *, launching: bool) -> 
     return dims
 
 
-def _is_pow2(n: object) -> bool:
-    return isinstance(n, int) and not isinstance(n, bool) and n >= 1 and n & (n - 1) == 0
-
-
 def check_configs(configs: Configs, dims: SSDDims, chunk_size: int) -> None:
     """Refuse, naming ``configs``, the stage and the field, a caller's configurations whose tiles do not fit this
     problem: a tile must be a power of two (cuTile's tiles are) no larger than the dimension it tiles, as
@@ -88,11 +84,11 @@ def check_configs(configs: Configs, dims: SSDDims, chunk_size: int) -> None:
         for field, dim in fields.items():
             value = getattr(cfg, field)
             if dim is None:
-                if not _is_pow2(value):
+                if not is_power_of_two(value):
                     raise ValueError(f"{_WHO}: configs.{stage}.{field}={value!r}; expected a power of two >= 1")
                 continue
             name, size, where = dim
-            if not _is_pow2(value) or value > size:
+            if not is_power_of_two(value) or value > size:
                 raise ValueError(f"{_WHO}: configs.{stage}.{field}={value!r} does not fit the problem's {name}={size} "
                                  f"({where}), which it tiles; expected a power of two from 1 to {size}")
 

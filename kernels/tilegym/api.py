@@ -21,13 +21,18 @@ import importlib.metadata
 import torch
 from torch import Tensor
 
-from reference.checks import CHUNK_SIZE, FLOAT_DTYPES, Limits, Requirement, check_inputs, check_requirements, dtype_name
+from reference.checks import (
+    CHUNK_SIZE,
+    FLOAT_DTYPES,
+    Limits,
+    Requirement,
+    check_inputs,
+    check_requirements,
+    dtype_name,
+    is_power_of_two,
+)
 
 __all__ = ["LIMITS", "ssd_fwd_tilegym", "tilegym_version"]
-
-
-def _power_of_two(n: int) -> bool:
-    return n >= 1 and n & (n - 1) == 0
 
 
 # What mamba2_chunk_forward's code needs (tilegym 1.5.1, tilegym/ops/cutile/mamba2.py; its forward path only:
@@ -41,12 +46,12 @@ _REQUIREMENTS = (
     Requirement(("dstate",), lambda dstate: dstate % 16 == 0, "dstate a multiple of 16",
                 "TileGym's state pass and output tile dstate by BLOCK_STATE in (16, 32, 64) and (16, ..., 128), "
                 "which must divide dstate: mamba2.py lines 652-654, 678-680, 697-699"),
-    Requirement(("headdim",), lambda headdim: headdim % 64 == 0 or (headdim < 64 and _power_of_two(headdim)),
+    Requirement(("headdim",), lambda headdim: headdim % 64 == 0 or (headdim < 64 and is_power_of_two(headdim)),
                 "headdim a power of two up to 64, or a multiple of 64",
                 "TileGym tiles headdim by BLOCK_HEAD = min(64, headdim), which must divide headdim (mamba2.py lines "
                 "655-657, 675-677, 694-696) and, as a tile's dimension (x's (chunk_size, BLOCK_HEAD) tile, lines "
                 "898-904), be a power of two"),
-    Requirement(("chunk_size",), _power_of_two, "chunk_size a power of two",
+    Requirement(("chunk_size",), is_power_of_two, "chunk_size a power of two",
                 "TileGym's kernels take chunk_size as a tile's dimension, which must be a power of two: mamba2.py "
                 "lines 44, 811"),
     Requirement(("batch", "nheads"), lambda batch, nheads: batch * nheads <= 65535, "batch * nheads at most 65535",
