@@ -57,7 +57,8 @@ def prepare(env: dict[str, str], mountinfo: str, stamp: str) -> Path:
                          ) from None
     if not os.access(run_dir, os.W_OK):
         raise SystemExit(f"ssd-repro: the run directory {run_dir} is not writable by uid {os.getuid()}")
-    taken = sorted(p.name for p in (run_dir / "raw").glob("*.json"))
+    # raw/ holds finished suites, partial/ what a run killed outright measured: either is a run's results.
+    taken = sorted(str(p.relative_to(run_dir)) for sub in ("raw", "partial") for p in (run_dir / sub).glob("*.json"))
     if taken:
         raise SystemExit(f"ssd-repro: {run_dir} already holds results ({', '.join(taken)}); results are never"
                          " overwritten: pass another SSD_RUN_DIR or none (a new directory per run)")

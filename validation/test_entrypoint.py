@@ -41,11 +41,13 @@ def test_a_mounted_results_directory_gets_a_new_run_directory(tmp_path: Path) ->
     assert run_dir == tmp_path / "20261201T000000Z" and run_dir.is_dir()
 
 
-def test_a_run_directory_holding_results_is_refused(tmp_path: Path) -> None:
-    (tmp_path / "run" / "raw").mkdir(parents=True)
-    (tmp_path / "run" / "raw" / "correctness.json").write_text("{}")
+@pytest.mark.parametrize("sub", ["raw", "partial"])
+def test_a_run_directory_holding_results_is_refused(tmp_path: Path, sub: str) -> None:
+    # partial/ holds what a run killed outright measured: results as much as raw/'s.
+    (tmp_path / "run" / sub).mkdir(parents=True)
+    (tmp_path / "run" / sub / "correctness.json").write_text("{}")
     env = {"SSD_RESULTS": str(tmp_path), "SSD_RUN_DIR": str(tmp_path / "run")}
-    with pytest.raises(SystemExit, match="already holds results .*correctness.json"):
+    with pytest.raises(SystemExit, match=f"already holds results \\({sub}/correctness.json\\)"):
         entrypoint.prepare(env, _mounted(tmp_path), "20261201T000000Z")
 
 
