@@ -57,6 +57,7 @@ CASE_NUMBERS = ("y_rel_l2", "y_max_abs", "y_max_abs_over_peak", "state_rel_l2", 
                 "state_max_abs_over_peak", "first_call_s", "compile_s", "floor_us", "floor_design_us", "input_check_us",
                 "duration_s", "wall_s")
 TIMING_FIELDS = ("kernel_us", "wall_us")
+QUANTITY_FIELDS = {"y": "y", "final_state": "state"}  # a tolerance's quantity -> its errors' field prefix
 MAX_TEXT = 100_000  # a reason or id longer than this is not a record but a mistake
 
 
@@ -276,10 +277,27 @@ class _Checker:
                 for key in ("rel_l2", "max_abs"):
                     self.number(f"{where}.tolerance.{quantity}.{key}", row.get(key))
                 self.opt_text(f"{where}.tolerance.{quantity}.reason", row.get("reason"))
+                if status == "pass":
+                    self.within_bound(where, c, quantity, row)
         if c.get("gpu_clocks") is not None:
             self.gpu_clocks(f"{where}.gpu_clocks", c["gpu_clocks"])
         if "tilegym_tuning" in c and not isinstance(c["tilegym_tuning"], list | None):
             raise self.fail(f"{where}.tilegym_tuning", "a list or null", c["tilegym_tuning"])
+
+    def within_bound(self, where: str, case: dict, quantity: str, row: dict) -> None:
+        """A ``pass`` judged against ``row`` (its recorded bound for ``quantity``) must carry that quantity's errors,
+        each a finite number within its bound: a missing, NaN or over-bound error is a failure the file calls a pass."""
+        prefix = QUANTITY_FIELDS.get(quantity)
+        if prefix is None:
+            raise self.fail(f"{where}.tolerance.{quantity}", f"one of {', '.join(QUANTITY_FIELDS)}", quantity)
+        for error, bound in ((f"{prefix}_rel_l2", "rel_l2"), (f"{prefix}_max_abs_over_peak", "max_abs")):
+            value, limit = case.get(error), row.get(bound)
+            if not isinstance(limit, int | float):
+                raise self.fail(f"{where}.tolerance.{quantity}.{bound}",
+                                "a finite number (the bound a pass was judged by)", limit)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value <= limit:
+                raise self.fail(f"{where}.{error}", f"a finite number <= {limit:g} (tolerance.{quantity}.{bound}) in a"
+                                " case whose status is pass", value)
 
     def environment(self, value: object) -> None:
         env = self.mapping("environment", value, null=True)

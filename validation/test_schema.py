@@ -293,3 +293,34 @@ def test_a_results_path_that_is_not_a_regular_file_is_refused_at_once(kind: str,
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def _a_published_pass() -> dict:
+    """A cutile pass of the newest published correctness run, as its file holds it."""
+    path = next(p for p in reversed(PUBLISHED) if p.stem == "correctness")
+    return next(c for c in json.loads(path.read_text())["cases"] if c["impl"] == "cutile" and c["status"] == "pass")
+
+
+@pytest.mark.parametrize("field,value,expected", [
+    ("y_rel_l2", "nan", "a finite number <= {y_rel} (tolerance.y.rel_l2) in a case whose status is pass, got 'nan'"),
+    ("y_max_abs_over_peak", None, "a finite number <= {y_abs} (tolerance.y.max_abs) in a case whose status is pass, "
+                                  "got None"),
+    ("state_rel_l2", 0.5, "a finite number <= {state_rel} (tolerance.final_state.rel_l2) in a case whose status is "
+                          "pass, got 0.5"),
+    ("state_max_abs_over_peak", "inf", "a finite number <= {state_abs} (tolerance.final_state.max_abs) in a case "
+                                       "whose status is pass, got 'inf'"),
+])
+def test_a_pass_whose_errors_break_its_own_recorded_bound_is_refused(field: str, value: object, expected: str,
+                                                                      tmp_path: Path) -> None:
+    """A results file is input: a case that says pass while its errors are missing, NaN or above the bound it records
+    was never a pass, and every reader (the report, the summary) refuses the file instead of showing a pass."""
+    case = _a_published_pass()
+    tol = case["tolerance"]
+    expected = expected.format(y_rel=f"{tol['y']['rel_l2']:g}", y_abs=f"{tol['y']['max_abs']:g}",
+                               state_rel=f"{tol['final_state']['rel_l2']:g}",
+                               state_abs=f"{tol['final_state']['max_abs']:g}")
+    CaseRecord.from_dict(case)  # as published: accepted
+    with pytest.raises(SchemaError) as refused:
+        CaseRecord.from_dict({**case, field: value}, tmp_path / "x.json", "cases[0]")
+    assert str(refused.value) == f"{tmp_path / 'x.json'}: cases[0] ({case['id'][:60]}).{field}: expected {expected}"
+    CaseRecord.from_dict({**case, field: value, "status": "fail", "reason": "over its bound"})  # a fail may say so
