@@ -1,15 +1,64 @@
-"""The tolerance table as data (validation/tolerances.toml): every row has a basis said once, a measured row its
-worst case under its bound, and a malformed table is refused with the row named."""
+"""The tolerance table as data (validation/tolerances.toml): every row has a basis said once, a measured row the
+worst case of the runs its basis names and bounds that follow its basis's rule, and a malformed table is refused with
+the row named."""
 
 from __future__ import annotations
 
+import json
+import math
 from pathlib import Path
 
 import pytest
 
-from validation.tolerances import BASIS_KINDS, TABLE, TOLERANCES, load, tolerance_for
+from validation.matrix import REFERENCES
+from validation.provenance import ROOT
+from validation.tolerances import BASIS_KINDS, TABLE, TOLERANCES, bases, load, tolerance_for
 
-GOOD_BASIS = '[basis.m]\nkind = "measured"\nwhy = "u"\nrun = "a run"\nbound = "4x the worst"\n'
+GOOD_BASIS = ('[basis.m]\nkind = "measured"\nwhy = "u"\nruns = ["reports/published/x"]\nwhat = "every pass"\n'
+              'factor = 4\n')
+ROW = '[[row]]\nkey = ["a", "b", "c", "y"]\nrel_l2 = 4e-3\nmax_abs = 8e-3\nbasis = "m"\n'
+SUITES = ("correctness", "stability", "benchmark")
+ERRORS = {"y": ("y_rel_l2", "y_max_abs_over_peak"), "final_state": ("state_rel_l2", "state_max_abs_over_peak")}
+
+
+def _worst_in(runs: list[str]) -> dict[tuple[str, str, str, str], tuple[float, float]]:
+    """The largest rel_l2 and max_abs/peak of every pass in the runs' suite files, by tolerance key (a reference
+    judged on its fp64 row, as the matrix judges it)."""
+    worst: dict[tuple[str, str, str, str], tuple[float, float]] = {}
+    for run in runs:
+        files = [ROOT / run / "raw" / f"{suite}.json" for suite in SUITES]
+        assert any(f.is_file() for f in files), f"{run} has none of raw/{{{','.join(SUITES)}}}.json"
+        for path in filter(Path.is_file, files):
+            for case in json.loads(path.read_text())["cases"]:
+                if case["status"] != "pass" or "tolerance" not in case:
+                    continue
+                dtype, matmul = ("fp64", "ieee") if case["impl"] in REFERENCES else (case["dtype"], case["matmul"])
+                for quantity, (rel, peak) in ERRORS.items():
+                    key = (case["impl"], dtype, matmul, quantity)
+                    old = worst.get(key, (0.0, 0.0))
+                    worst[key] = (max(old[0], case[rel]), max(old[1], case[peak]))
+    return worst
+
+
+def _same_to_3_digits(recorded: float, measured: float) -> bool:
+    return math.isclose(recorded, float(f"{measured:.3g}"), rel_tol=1e-9)
+
+
+@pytest.mark.parametrize("name", [n for n, b in bases().items() if "runs" in b])
+def test_a_measured_rows_worst_is_the_worst_of_the_runs_its_basis_names(name: str) -> None:
+    """Recomputed from the named published runs' files: each row of the basis records exactly the worst rel_l2 and
+    max_abs/peak of its key's passes there (to the three digits it keeps), so the bounds, factor x those, rest on
+    figures anyone can check; and every key the runs judged with this basis has its row here."""
+    basis = bases()[name]
+    worst = _worst_in(basis["runs"])
+    for row in basis["rows"]:
+        key = tuple(row["key"])
+        assert key in worst, f"{key}: no pass of this key in {basis['runs']}"
+        rel, peak = worst[key]
+        assert _same_to_3_digits(row["worst_rel_l2"], rel), f"{key}: worst_rel_l2 {row['worst_rel_l2']}, runs {rel:.3g}"
+        assert _same_to_3_digits(row["worst_max_abs"], peak), (
+            f"{key}: worst_max_abs {row['worst_max_abs']}, runs {peak:.3g}")
+        assert rel <= row["rel_l2"] and peak <= row["max_abs"], key
 
 
 def test_every_row_states_its_basis_and_the_file_loads() -> None:
@@ -18,6 +67,7 @@ def test_every_row_states_its_basis_and_the_file_loads() -> None:
     for key, tol in TOLERANCES.items():
         assert tol.reason and 0 < tol.rel_l2 < 1 and 0 < tol.max_abs < 1, key
         assert ("measured worst" in tol.reason) == (tol.basis == "measured"), key
+        assert ("not measured" in tol.reason) == (tol.basis == "a priori"), key
 
 
 def test_a_missing_row_is_an_error_naming_the_key() -> None:
@@ -25,16 +75,35 @@ def test_a_missing_row_is_an_error_naming_the_key() -> None:
         tolerance_for("cutile", "fp64", "ieee", "y")
 
 
+def test_a_well_formed_measured_row_loads(tmp_path: Path) -> None:
+    table = _load_text(tmp_path, GOOD_BASIS + ROW + "worst_rel_l2 = 1e-3\nworst_max_abs = 2e-3\n")
+    assert table[("a", "b", "c", "y")].reason == (
+        "u; measured worst rel_l2 0.001, max_abs/peak 0.002 over every pass (x); bounds 4x the worst, rounded up")
+
+
+def _load_text(tmp_path: Path, text: str) -> dict:
+    path = tmp_path / "tolerances.toml"
+    path.write_text(text)
+    return load(path)
+
+
 @pytest.mark.parametrize("text,fault", [
-    (GOOD_BASIS + '[[row]]\nkey = ["a", "b", "c", "y"]\nrel_l2 = 1e-3\nmax_abs = 1e-3\nbasis = "nope"\n',
-     "names basis 'nope'"),
-    (GOOD_BASIS + '[[row]]\nkey = ["a", "b", "c", "y"]\nrel_l2 = 1e-3\nmax_abs = 1e-3\nbasis = "m"\n',
-     "no worst_rel_l2"),
-    (GOOD_BASIS + '[[row]]\nkey = ["a", "b", "c", "y"]\nrel_l2 = 1e-3\nmax_abs = 1e-3\nbasis = "m"\n'
-     'worst_rel_l2 = 2e-3\n', "worst_rel_l2 0.002 exceeds its bound"),
-    (GOOD_BASIS + '[[row]]\nkey = ["a", "b", "c", "state"]\nrel_l2 = 1e-3\nmax_abs = 1e-3\nbasis = "m"\n',
-     "must be a new"),
-    ('[basis.m]\nkind = "measured"\nwhy = "u"\n', "needs run and bound"),
+    (GOOD_BASIS + ROW.replace('basis = "m"', 'basis = "nope"'), "names basis 'nope'"),
+    (GOOD_BASIS + ROW, "no worst_rel_l2"),
+    (GOOD_BASIS + ROW + "worst_rel_l2 = 1e-3\n", "no worst_max_abs"),
+    (GOOD_BASIS + ROW + "worst_rel_l2 = 2e-3\nworst_max_abs = 2e-3\n",
+     r"rel_l2 0.004 is not 4x its worst_rel_l2 0.002"),
+    # far looser than the rule: a bound 900000x the worst is refused as much as one under it
+    (GOOD_BASIS + ROW + "worst_rel_l2 = 1e-3\nworst_max_abs = 1e-8\n", r"max_abs 0.008 is not 4x its worst_max_abs"),
+    (GOOD_BASIS + ROW.replace('"y"]', '"state"]'), "must be a new"),
+    ('[basis.m]\nkind = "measured"\nwhy = "u"\nfactor = 4\n', "needs either runs"),
+    ('[basis.m]\nkind = "measured"\nwhy = "u"\nruns = ["elsewhere/x"]\nwhat = "w"\nfactor = 4\n',
+     "runs must be a non-empty list of reports/published/"),
+    (GOOD_BASIS.replace("factor = 4", "fixed = 1e-12"), "needs either factor"),
+    (GOOD_BASIS.replace("factor = 4", "factor = 1"), "factor must be a number above 1"),
+    (GOOD_BASIS.replace("factor = 4", 'fixed = 1e-12\nfixed_why = "w"') + ROW.replace("4e-3", "1e-12").replace(
+        "8e-3", "1e-12") + "worst_rel_l2 = 1e-12\nworst_max_abs = 1e-14\n",
+     "must be its basis's fixed 1e-12, at least 10x"),
     ('[basis.m]\nkind = "guessed"\nwhy = "u"\n', "needs kind"),
 ])
 def test_a_malformed_table_is_refused(tmp_path: Path, text: str, fault: str) -> None:

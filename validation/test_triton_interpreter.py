@@ -11,7 +11,9 @@ interpreter ignores tf32).
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import os
 import subprocess
 import sys
@@ -23,7 +25,8 @@ import torch
 from kernels.triton import ssd_fwd_triton
 from reference import ProblemSpec
 from validation import isolated
-from validation.tolerances import tolerance_for
+from validation.matrix import correctness_cases, stability_cases, tiny
+from validation.tolerances import bases, tolerance_for
 from validation.triton_interpreter import INTERPRETER_ENV
 
 pytestmark = pytest.mark.interpreter
@@ -64,6 +67,36 @@ CASES = {spec.case_id(IMPL, tag): spec for dtype in ("fp32", "fp16") for spec, t
 BF16_CASES = {spec.case_id(IMPL, tag): spec for spec, tag in sweep("bf16")[2:4]}
 
 
+def _sweep_case(dtype: str, seed: int, tag: str) -> ProblemSpec:
+    return next(spec for spec, t in sweep(dtype, seed) if t == tag)
+
+
+def _matrix_case(cases, tag: str, seed: int) -> ProblemSpec:
+    return dataclasses.replace(tiny(dict(cases())[tag]), seed=seed)
+
+
+# The interpreter rows' worst cases, from a CPU sweep that is not published (validation/tolerances.toml): run
+# again here, so that the worst figures the rows record, and so their bounds, rest on runs anyone can repeat.
+WORST_CASES = {
+    "bimodal_dt_fp32_tiny-s213": _matrix_case(stability_cases, "bimodal_dt_fp32", 213),
+    "bimodal_dt_fp32_tiny-s146": _matrix_case(stability_cases, "bimodal_dt_fp32", 146),
+    "l15_one_short_of_chunk-fp16-s16": _sweep_case("fp16", 16, "l15_one_short_of_chunk"),
+    "l1_single_step-fp16-s9": _sweep_case("fp16", 9, "l1_single_step"),
+    "chunk64_fp16_tiny-s8": _matrix_case(correctness_cases, "chunk64_fp16", 8),
+}
+# (row key, the row's figure) -> (worst case, the record's field)
+WORST_FIGURES = {
+    ((IMPL, "fp32", MATMUL, "y"), "worst_rel_l2"): ("bimodal_dt_fp32_tiny-s213", "y_rel_l2"),
+    ((IMPL, "fp32", MATMUL, "y"), "worst_max_abs"): ("bimodal_dt_fp32_tiny-s213", "y_max_abs_over_peak"),
+    ((IMPL, "fp32", MATMUL, "final_state"), "worst_rel_l2"): ("bimodal_dt_fp32_tiny-s146", "state_rel_l2"),
+    ((IMPL, "fp32", MATMUL, "final_state"), "worst_max_abs"): ("bimodal_dt_fp32_tiny-s146", "state_max_abs_over_peak"),
+    ((IMPL, "fp16", MATMUL, "y"), "worst_rel_l2"): ("l15_one_short_of_chunk-fp16-s16", "y_rel_l2"),
+    ((IMPL, "fp16", MATMUL, "y"), "worst_max_abs"): ("l15_one_short_of_chunk-fp16-s16", "y_max_abs_over_peak"),
+    ((IMPL, "fp16", MATMUL, "final_state"), "worst_rel_l2"): ("l1_single_step-fp16-s9", "state_rel_l2"),
+    ((IMPL, "fp16", MATMUL, "final_state"), "worst_max_abs"): ("chunk64_fp16_tiny-s8", "state_max_abs_over_peak"),
+}
+
+
 def run_in_interpreter(cases: dict[str, ProblemSpec], workdir: Path) -> dict[str, dict]:
     """Run the cases in a child process under ``INTERPRETER_ENV``; return its records by case id."""
     cases_path, records_path = workdir / "cases.json", workdir / "records.json"
@@ -85,7 +118,7 @@ def run_in_interpreter(cases: dict[str, ProblemSpec], workdir: Path) -> dict[str
 
 @pytest.fixture(scope="module")
 def records(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
-    return run_in_interpreter({**CASES, **BF16_CASES}, tmp_path_factory.mktemp("triton_interpreter"))
+    return run_in_interpreter({**CASES, **BF16_CASES, **WORST_CASES}, tmp_path_factory.mktemp("triton_interpreter"))
 
 
 def _assert_within_tolerance(record: dict, quantity: str, axes: str) -> None:
@@ -100,6 +133,24 @@ def _assert_within_tolerance(record: dict, quantity: str, axes: str) -> None:
         f" worst element {axes} = {worst}: |out - ref| = {record[f'{prefix}_max_abs']:.3g},"
         f" peak |ref| = {record[f'{prefix}_peak']:.3g}; {record[f'{prefix}_nonfinite']} non-finite;"
         f" tolerance row {key}")
+
+
+def test_every_interpreter_row_names_its_worst_cases_here() -> None:
+    rows = {tuple(r["key"]): r for b in bases().values() for r in b["rows"] if r["key"][0] == IMPL}
+    assert {(key, figure) for key in rows for figure in ("worst_rel_l2", "worst_max_abs")} == set(WORST_FIGURES)
+
+
+@pytest.mark.parametrize("row_key,figure", WORST_FIGURES)
+def test_an_interpreter_rows_worst_case_gives_its_recorded_figure_again(records: dict[str, dict], row_key: tuple,
+                                                                        figure: str) -> None:
+    """The sweep's worst case, run again, gives the figure the row records (to its three digits) and passes."""
+    row = next(r for b in bases().values() for r in b["rows"] if tuple(r["key"]) == row_key)
+    case_id, field = WORST_FIGURES[(row_key, figure)]
+    measured = records[case_id][field]
+    assert math.isclose(row[figure], float(f"{measured:.3g}"), rel_tol=1e-9), (
+        f"{row_key} {figure}: the row records {row[figure]}, {case_id} gives {measured:.3g} ({field})")
+    axes = "(batch, seqlen, nheads, headdim)" if row_key[3] == "y" else "(batch, nheads, headdim, dstate)"
+    _assert_within_tolerance(records[case_id], row_key[3], axes)
 
 
 @pytest.mark.parametrize("case_id", CASES)

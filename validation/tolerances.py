@@ -3,8 +3,9 @@ through :func:`tolerance_for`.
 
 Keyed by ``(impl, dtype, matmul, quantity)`` (the TOML file's header says what each part means). Each row bounds
 the norm-wise relative error and the max-abs error over the output's peak against the float64 oracle, and names
-its basis: ``measured`` (the bound is a stated factor over the worst case seen in a named run, recorded in the
-row) or ``a priori`` (from the unit roundoff and the expected growth alone, until someone measures it). The
+its basis: ``measured`` (the bound is a stated factor over the worst case seen in named published runs or a CPU
+sweep, recorded in the row, or a fixed bound with its reason) or ``a priori`` (from the unit roundoff and the
+expected growth alone, where nothing measured it). The
 reason a results file records is built from the basis, said once in the file, and the row's own figures.
 
 ``rel_l2`` bounds ||out - ref||_2 / ||ref||_2. ``max_abs`` bounds max|out - ref| / max|ref|: the largest element
@@ -21,7 +22,7 @@ import tomllib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-__all__ = ["BASIS_KINDS", "TABLE", "TOLERANCES", "Tolerance", "load", "tolerance_for"]
+__all__ = ["BASIS_KINDS", "TABLE", "TOLERANCES", "Tolerance", "bases", "load", "tolerance_for"]
 
 TABLE = Path(__file__).with_name("tolerances.toml")
 BASIS_KINDS = ("measured", "a priori")
@@ -39,26 +40,67 @@ class Tolerance:
         return asdict(self)
 
 
+PUBLISHED_PREFIX = "reports/published/"
+MAX_OVER_FACTOR = 1.25  # a measured bound is factor x its worst, rounded up: at most this much above it
+
+
 def _reason(basis: dict, row: dict) -> str:
     if basis["kind"] == "a priori":
-        return f"{basis['why']}; a priori bound, not yet measured"
-    worst = ", ".join(f"{label} {row[key]:.3g}" for key, label in (("worst_rel_l2", "rel_l2"),
-                                                                   ("worst_max_abs", "max_abs/peak")) if key in row)
+        return f"{basis['why']}; a priori bound, not measured"
+    worst = f"rel_l2 {row['worst_rel_l2']:.3g}, max_abs/peak {row['worst_max_abs']:.3g}"
     case = f" ({row['worst_case']})" if "worst_case" in row else ""
     note = f"; {row['note']}" if "note" in row else ""
-    return f"{basis['why']}; measured worst {worst}{case} over {basis['run']}{note}; bounds {basis['bound']}"
+    where = (f"{basis['what']} ({', '.join(r.removeprefix(PUBLISHED_PREFIX) for r in basis['runs'])})"
+             if "runs" in basis else basis["sweep"])
+    bound = (f"a fixed {basis['fixed']:g}: {basis['fixed_why']}" if "fixed" in basis
+             else f"{basis['factor']:g}x the worst, rounded up")
+    return f"{basis['why']}; measured worst {worst}{case} over {where}{note}; bounds {bound}"
+
+
+def _check_basis(path: Path, name: str, basis: dict) -> None:
+    if basis.get("kind") not in BASIS_KINDS or "why" not in basis:
+        raise ValueError(f"{path}: basis {name!r} needs kind (one of {BASIS_KINDS}) and why")
+    if basis["kind"] != "measured":
+        return
+    runs = basis.get("runs")
+    if ("runs" in basis) == ("sweep" in basis):
+        raise ValueError(f"{path}: measured basis {name!r} needs either runs (published run directories) or sweep "
+                         "(a CPU sweep that is not published)")
+    if runs is not None and (not isinstance(runs, list) or not runs or "what" not in basis
+                             or not all(isinstance(r, str) and r.startswith(PUBLISHED_PREFIX) for r in runs)):
+        raise ValueError(f"{path}: measured basis {name!r}: runs must be a non-empty list of {PUBLISHED_PREFIX}... "
+                         f"directories, with what (which of their cases count), got {runs!r}")
+    if ("factor" in basis) == ("fixed" in basis) or ("fixed" in basis and "fixed_why" not in basis):
+        raise ValueError(f"{path}: measured basis {name!r} needs either factor (bounds = factor x the worst) or "
+                         "fixed with fixed_why")
+    if not isinstance(basis.get("factor", basis.get("fixed")), int | float) or basis.get("factor", 2) <= 1:
+        raise ValueError(f"{path}: measured basis {name!r}: factor must be a number above 1, fixed a number")
+
+
+def _check_measured_row(path: Path, key: tuple, basis: dict, row: dict) -> None:
+    for bound in ("rel_l2", "max_abs"):
+        worst = row.get(f"worst_{bound}")
+        if not isinstance(worst, int | float) or worst <= 0:
+            raise ValueError(f"{path}: row {key} has a measured basis but no worst_{bound} (a positive number)")
+        if "fixed" in basis:
+            if row[bound] != basis["fixed"] or worst > basis["fixed"] / 10:
+                raise ValueError(f"{path}: row {key}: {bound} must be its basis's fixed {basis['fixed']:g}, at least "
+                                 f"10x worst_{bound} {worst:g}")
+        elif not basis["factor"] * worst <= row[bound] * (1 + 1e-9) <= MAX_OVER_FACTOR * basis["factor"] * worst:
+            raise ValueError(f"{path}: row {key}: {bound} {row[bound]:g} is not {basis['factor']:g}x its "
+                             f"worst_{bound} {worst:g} rounded up (between {basis['factor'] * worst:.3g} and "
+                             f"{MAX_OVER_FACTOR * basis['factor'] * worst:.3g})")
 
 
 def load(path: Path = TABLE) -> dict[tuple[str, str, str, str], Tolerance]:
-    """The table, checked: every row names a known basis, a measured basis has its run and bound and its rows
-    their worst case below the bound; any fault is a ``ValueError`` naming the file and the row."""
+    """The table, checked: every row names a known basis; a measured basis names its measurements (published runs or
+    a CPU sweep) and its rule (a factor over the worst, or a fixed bound with its reason), and each of its rows
+    records both worst errors and bounds that follow that rule; any fault is a ``ValueError`` naming the file and
+    the row. Whether the recorded worsts are those of the named runs is validation/test_tolerances.py's to check."""
     data = tomllib.loads(path.read_text())
     bases, table = data.get("basis", {}), {}
     for name, basis in bases.items():
-        if basis.get("kind") not in BASIS_KINDS or "why" not in basis:
-            raise ValueError(f"{path}: basis {name!r} needs kind (one of {BASIS_KINDS}) and why")
-        if basis["kind"] == "measured" and not {"run", "bound"} <= set(basis):
-            raise ValueError(f"{path}: measured basis {name!r} needs run and bound")
+        _check_basis(path, name, basis)
     for row in data.get("row", []):
         key = tuple(row.get("key", ()))
         if len(key) != 4 or key[3] not in QUANTITIES or key in table:
@@ -67,14 +109,19 @@ def load(path: Path = TABLE) -> dict[tuple[str, str, str, str], Tolerance]:
         if basis is None:
             raise ValueError(f"{path}: row {key} names basis {row.get('basis')!r}, which is not defined")
         if basis["kind"] == "measured":
-            if "worst_rel_l2" not in row:
-                raise ValueError(f"{path}: row {key} has a measured basis but no worst_rel_l2")
-            for bound in ("rel_l2", "max_abs"):
-                if row.get(f"worst_{bound}", 0.0) > row[bound]:
-                    raise ValueError(f"{path}: row {key}: worst_{bound} {row[f'worst_{bound}']} exceeds its bound")
+            _check_measured_row(path, key, basis, row)
         table[key] = Tolerance(rel_l2=float(row["rel_l2"]), max_abs=float(row["max_abs"]),
                                reason=_reason(basis, row), basis=basis["kind"])
     return table
+
+
+def bases(path: Path = TABLE) -> dict[str, dict]:
+    """The table's bases and, under each, ``rows``: its rows as the file gives them (for checks of the table)."""
+    data = tomllib.loads(path.read_text())
+    out = {name: {**basis, "rows": []} for name, basis in data.get("basis", {}).items()}
+    for row in data.get("row", []):
+        out[row["basis"]]["rows"].append(row)
+    return out
 
 
 TOLERANCES: dict[tuple[str, str, str, str], Tolerance] = load()
