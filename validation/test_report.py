@@ -241,6 +241,8 @@ def test_verdict_answers_per_implementation(run_dir: Path, tmp_path: Path) -> No
     answers = verdict.split("<div class=\"row\">")[0]  # the answer table, before the trend and count tables
     rows = {name: r for r in answers.split("<tr>") for name in ("ours (cuTile)", "TileGym (cuTile)") if name in r}
     assert "reproduces" in rows["ours (cuTile)"] and "1.25x" in rows["ours (cuTile)"], rows["ours (cuTile)"]
+    # the point whose Triton failed the gate has no ratio: counted, not dropped
+    assert "at all 5 points with a ratio; 1 of the 6 points without a ratio" in rows["ours (cuTile)"]
     tilegym = rows["TileGym (cuTile)"]
     assert "in part" in tilegym and "1 point(s) failed the correctness gate" in tilegym, tilegym
     assert "by seqlen" in verdict and "<th class=\"n\">1K</th>" in verdict, "the trend is not a table"

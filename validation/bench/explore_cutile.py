@@ -34,6 +34,7 @@ from validation.bench.sweep import POINT, dstate_arg, positive_int, seqlen_arg
 from validation.bench.timing import cupti_kernel_us, per_kernel_us
 from validation.gpu import HAS_CUDA, judge
 from validation.provenance import environment
+from validation.registry import IMPLS
 from validation.results import write_json_atomic
 
 # The stages explored, each recorded in a row under its chooser's name.
@@ -390,7 +391,7 @@ def _measure(call, spec: ProblemSpec, name: str, variant: str, cfgs: tuning.Conf
                  "first_call_s": round(time.perf_counter() - start, 2),
                  "gate": f"did not compile: {type(err).__name__}: {str(err)[:300]}"}, "did not compile")
     first_call_s = round(time.perf_counter() - start, 2)
-    verdict = judge("cutile", "bf16", "bf16", y, state, y_ref, state_ref)
+    verdict = judge("cutile", spec.dtype, IMPLS["cutile"].matmul[spec.dtype], y, state, y_ref, state_ref)
     row = {"seqlen": seqlen, "dstate": dstate, "candidate": name, "variant": variant,
            **{f"{stage}_config": dataclasses.asdict(getattr(cfgs, stage)) for stage in _STAGES},
            "first_call_s": first_call_s, "gate": verdict.failures() or "pass",
