@@ -215,6 +215,7 @@ def compile(session: nox.Session) -> None:
 def correctness(session: nox.Session) -> None:
     """Every implementation over every kind of input, against float64 (our outputs NaN-poisoned); results file."""
     _install(session, "test", "compile", "gpu")
+    _require_gpu_if_asked(session)
     _pytest(session, marker="matrix", paths=("validation/test_correctness.py",))
 
 
@@ -222,6 +223,7 @@ def correctness(session: nox.Session) -> None:
 def stability(session: nox.Session) -> None:
     """Every implementation on every regime, ragged and long sequences, x past 2**31 elements; results file."""
     _install(session, "test", "compile", "gpu")
+    _require_gpu_if_asked(session)
     _pytest(session, marker="matrix", paths=("validation/test_stability.py",))
 
 
@@ -232,6 +234,7 @@ def benchmark(session: nox.Session) -> None:
     `-- --seqlen 16384 --dstate 128 --impl cutile triton` selects a subset (`-- --help` lists the options).
     """
     _install(session, "test", "compile", "gpu")
+    _require_gpu_if_asked(session)
     session.run(_python(session), "-m", "validation.bench.run", *session.posargs, **STOP_TIMEOUTS)
 
 
@@ -242,6 +245,7 @@ def explore(session: nox.Session) -> None:
     `-- OUT.json [--seqlen 16384] [--dstate 128 512] [--only PREFIX ...]`: data for choosing defaults, not a claim.
     """
     _install(session, "test", "compile", "gpu")
+    _require_gpu_if_asked(session)
     session.run(_python(session), "-m", "validation.bench.explore_cutile", *session.posargs, **STOP_TIMEOUTS)
 
 
@@ -288,6 +292,7 @@ def validate(session: nox.Session) -> None:
     except nox.command.CommandFailed:
         session.error(f"validate: the benchmark refused its arguments ({' '.join(session.posargs)}): see above; "
                       "nothing was run")
+    _require_gpu_if_asked(session)
     run_dir = _run_dir(session)
     results = _project("validation.results")
     try:  # a directory that cannot take every suite's results file is found now, not after the last suite
@@ -340,6 +345,18 @@ def validate(session: nox.Session) -> None:
 def _has_gpu(session: nox.Session) -> bool:
     probe = "import torch; print(torch.cuda.is_available())"
     return session.run(_python(session), "-c", probe, silent=True).strip() == "True"
+
+
+REQUIRE_GPU_ENV = "SSD_REQUIRE_GPU"
+
+
+def _require_gpu_if_asked(session: nox.Session) -> None:
+    """Under SSD_REQUIRE_GPU=1 a machine where torch sees no CUDA device stops the session before any step: a GPU box
+    whose driver or `docker run --gpus` did not take would otherwise record every GPU case not-run and pass."""
+    if os.environ.get(REQUIRE_GPU_ENV) == "1" and not _has_gpu(session):
+        session.error(f"{session.name}: {REQUIRE_GPU_ENV}=1, but torch sees no CUDA device (torch.cuda.is_available() "
+                      "is False): check `nvidia-smi`, the driver and, in a container, `docker run --gpus all`; "
+                      "nothing was run")
 
 
 def _run_dir(session: nox.Session) -> Path:
@@ -447,8 +464,8 @@ def container(session: nox.Session) -> None:
         os.chown(results, uid, uid)
     run = [*docker, "run", "--rm", "--read-only", "--tmpfs", "/tmp:rw,exec", "--user", f"{uid}:{uid}",
            "-v", f"{results}:/results"]
-    if args.gpus:
-        run += ["--gpus", args.gpus, "-e", "NVIDIA_DISABLE_REQUIRE=1"]
+    if args.gpus:  # a GPU asked for must be seen inside, or the run stops at once (SSD_REQUIRE_GPU)
+        run += ["--gpus", args.gpus, "-e", "NVIDIA_DISABLE_REQUIRE=1", "-e", f"{REQUIRE_GPU_ENV}=1"]
     _timed(session, "validate in the container", [*run, tag], times)
     _check_container_run(session, results, uid, tag, args.base)
     session.log("container: " + ", ".join(f"{k} {v:.0f} s" for k, v in times.items()) + f"; results in {results}")

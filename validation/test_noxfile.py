@@ -165,6 +165,40 @@ def test_a_signal_while_a_validate_step_runs_starts_no_further_step(noxfile, tmp
     assert session.runs[-1][-2:] == ["compile", "validation"], "the step after the signal did not start"
 
 
+@pytest.mark.parametrize("name", ["validate", "correctness", "stability", "benchmark", "explore"])
+@pytest.mark.parametrize("gpu", ["False", "True"])
+def test_a_required_gpu_that_torch_cannot_see_stops_the_session_before_any_step(name: str, gpu: str, noxfile,
+                                                                                 tmp_path, monkeypatch) -> None:
+    """SSD_REQUIRE_GPU=1 (nox -s container -- --gpus sets it in the container): where torch sees no CUDA device
+    (a driver that did not load, --gpus that did not take) the session stops at once, instead of recording every
+    GPU case not-run and passing. With a device, the session goes on."""
+    monkeypatch.setenv("SSD_REQUIRE_GPU", "1")
+    monkeypatch.setenv("SSD_RUN_DIR", str(tmp_path / "run"))
+    monkeypatch.setattr(noxfile, "_install", lambda *a, **k: None)
+    probed = []
+
+    def answer(argv: list[str]) -> str:
+        if "torch.cuda.is_available()" in " ".join(argv):
+            probed.append(argv)
+            return gpu
+        if "--check-args" in argv:  # validate checks the benchmark's arguments first, in seconds
+            return ""
+        raise RuntimeError("a step ran")  # the first command after the probe
+
+    session = FakeSession(name, [], answer)
+    with pytest.raises(Exception) as stopped:
+        getattr(noxfile, name)(session)
+    assert probed, "the session never asked torch for a device"
+    if gpu == "False":
+        assert stopped.type.__name__ == "_SessionQuit", stopped.value
+        assert f"{name}: SSD_REQUIRE_GPU=1, but torch sees no CUDA device" in str(stopped.value)
+        assert not any("pytest" in a or "validation.bench.run" in a or "validation.bench.explore_cutile" in a
+                       for argv in session.runs for a in argv if "--check-args" not in argv), session.runs
+        assert not (tmp_path / "run").exists()
+    else:
+        assert isinstance(stopped.value, RuntimeError), "with a device the session went on to its first step"
+
+
 @pytest.mark.parametrize("name", ["lint", "lock"])
 def test_sessions_that_take_no_arguments_refuse_them(name: str, noxfile, tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(noxfile, "LOCK", tmp_path / "requirements.lock")  # never the committed one
