@@ -181,7 +181,7 @@ def test_every_configuration_the_chooser_returns_fits_its_problem() -> None:
 @pytest.mark.parametrize("chunk", [64, 128, 256])
 def test_the_choosers_configurations_plan_as_given(headdim, chunk) -> None:
     """Passed back as ``configs``, the choosers' configurations pass the check and plan every shape as the default
-    does."""
+    does (that ``configs`` is used at all, not the choosers' again, is test_cutile_api's narrowed-config test)."""
     for dstate, seqlen, dtype in itertools.product((16, 64, 128, 512), _SEQLENS, (torch.bfloat16, torch.float32)):
         dims = SSDDims(2, seqlen, 8, headdim, 2, dstate)
         meta = meta_inputs(SpecClass(dims, dtype, chunk, True, False))

@@ -487,8 +487,7 @@ def test_the_ablations_default_points_outside_the_sweep_are_said_not_silently_dr
 
 
 def test_explore_cutile_never_replaces_an_earlier_file_and_says_it_needs_a_gpu(tmp_path, capsys) -> None:
-    pytest.importorskip("cuda.tile", reason="explore_cutile imports cuda.tile (the compile group)")
-    from validation.bench import explore_cutile
+    from validation.bench import explore_cutile  # imports cuda.tile: every session that runs tests installs it
 
     earlier = tmp_path / "earlier.json"
     earlier.write_text("{}")
@@ -573,8 +572,7 @@ def test_pytest_benchmark_json_replaces_an_existing_file_only_with_overwrite(tmp
 
 def test_explore_cutile_refuses_an_unknown_only_prefix_and_an_unwritable_folder_before_any_gpu_work(
         tmp_path, capsys) -> None:
-    pytest.importorskip("cuda.tile", reason="explore_cutile imports cuda.tile (the compile group)")
-    from validation.bench import explore_cutile
+    from validation.bench import explore_cutile  # imports cuda.tile: every session that runs tests installs it
 
     with pytest.raises(SystemExit) as stop:  # on any machine: a typo is found before the GPU is looked for
         explore_cutile.main([str(tmp_path / "new.json"), "--dstate", "128", "--only", "chunk_out", "typo"])

@@ -473,10 +473,11 @@ def test_published_layout_renders_in_place(tmp_path: Path) -> None:
 
 
 def _chromium() -> str:
-    """The browser, or skip with the reason (fail under SSD_REQUIRE_BROWSER=1, as CI sets)."""
+    """The browser, or skip with the reason (fail under SSD_REQUIRE_BROWSER=1, as CI sets, or where SSD_BROWSER names
+    one that cannot run: a browser asked for by name is never silently skipped)."""
     chromium, why = find_browser()
     if chromium is None:
-        if os.environ.get(REQUIRE_ENV) == "1":
+        if os.environ.get(REQUIRE_ENV) == "1" or os.environ.get("SSD_BROWSER"):
             pytest.fail(f"{REQUIRE_ENV}=1 and {why}", pytrace=False)
         pytest.skip(f"browser check not run: {why}")
     return chromium
