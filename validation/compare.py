@@ -18,7 +18,8 @@ class Errors:
     """Norm-wise relative L2 error, max-abs error and where it is, and the count of non-finite values.
 
     Metrics are taken over the elements where the oracle is finite; there, a non-finite output is an
-    infinite error. ``nonfinite`` counts the output's non-finite values, ``nonfinite_ref`` the oracle's.
+    infinite error. ``nonfinite`` counts the output's non-finite values, ``nonfinite_ref`` the oracle's, and
+    ``lost`` the output's finite values where the oracle is not (a NaN or Inf of the input that vanished).
     """
 
     rel_l2: float
@@ -27,6 +28,7 @@ class Errors:
     nonfinite: int
     nonfinite_ref: int
     peak: float  # max |ref| over its finite elements: the scale max_abs is judged against
+    lost: int = 0
 
     @property
     def max_abs_over_peak(self) -> float:
@@ -47,7 +49,7 @@ def errors(out: torch.Tensor, ref: torch.Tensor) -> Errors:
     flat_out = out.detach().reshape(-1)
     flat_ref = ref.reshape(-1)
     diff_sq = ref_sq = peak = max_abs = 0.0
-    worst = nonfinite = nonfinite_ref = 0
+    worst = nonfinite = nonfinite_ref = lost = 0
     for start in range(0, flat_ref.numel(), _BLOCK):
         r = flat_ref[start:start + _BLOCK]
         o = flat_out[start:start + _BLOCK].to(device=r.device, dtype=torch.float64)
@@ -62,10 +64,11 @@ def errors(out: torch.Tensor, ref: torch.Tensor) -> Errors:
             max_abs, worst = block_max.item(), start + int(block_arg.item())
         nonfinite += int((~torch.isfinite(o)).sum().item())
         nonfinite_ref += int((~finite).sum().item())
+        lost += int((torch.isfinite(o) & ~finite).sum().item())
     diff_norm, ref_norm = math.sqrt(diff_sq), math.sqrt(ref_sq)
     rel = diff_norm / ref_norm if ref_norm > 0 else (0.0 if diff_norm == 0 else math.inf)
     worst_index = ()
     if ref.numel():
         worst_index = tuple(int(i) for i in torch.unravel_index(torch.tensor(worst), tuple(ref.shape)))
     return Errors(rel_l2=rel, max_abs=max_abs, worst_index=worst_index, nonfinite=nonfinite,
-                  nonfinite_ref=nonfinite_ref, peak=peak)
+                  nonfinite_ref=nonfinite_ref, peak=peak, lost=lost)

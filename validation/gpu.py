@@ -70,6 +70,9 @@ class Verdict:
                        f" (max_abs {e.max_abs:.3e} at {e.worst_index}, peak {e.peak:.3e})")
         if e.nonfinite > e.nonfinite_ref:
             out.append(f"{name} has {e.nonfinite} non-finite values; the oracle has {e.nonfinite_ref}")
+        if e.lost:  # counts alone would pass a finite value where the oracle's NaN must show, beside an extra NaN
+            out.append(f"{name} has {e.lost} finite values where the oracle is non-finite (a NaN or Inf of the "
+                       "input vanished)")
         return out
 
     def failures(self) -> list[str]:

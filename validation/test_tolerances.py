@@ -111,3 +111,21 @@ def test_a_malformed_table_is_refused(tmp_path: Path, text: str, fault: str) -> 
     path.write_text(text)
     with pytest.raises(ValueError, match=fault):
         load(path)
+
+
+def test_a_finite_value_where_the_oracle_is_nan_fails() -> None:
+    """The verdict's non-finite check compared counts alone: a final state finite where the oracle's is NaN (the NaN
+    of the input lost) passed. Each such value is now a failure of its quantity."""
+    import torch
+
+    from validation.gpu import judge
+
+    y_ref = torch.ones(4, 8, dtype=torch.float64)
+    state_ref = torch.ones(2, 3, dtype=torch.float64)
+    state_ref[0, 0] = math.nan
+    state = state_ref.clone().float()
+    state[0, 0] = 1.0  # the NaN lost: fewer non-finite values than the oracle's, no error where the oracle is finite
+    verdict = judge("cutile", "fp32", "tf32", y_ref.float(), state, y_ref, state_ref)
+    assert verdict.failures() == ["final_state has 1 finite values where the oracle is non-finite (a NaN or Inf of "
+                                  "the input vanished)"]
+    assert not judge("cutile", "fp32", "tf32", y_ref.float(), state_ref.float(), y_ref, state_ref).failures()
