@@ -334,6 +334,8 @@ def domain_checked(dt: Tensor, A: Tensor, *, who: str) -> Iterator[None]:
     """Check dt and A once (``check_domain``); inside the block, entry points skip the check for these very
     tensor objects while neither is modified in place (their version counters unchanged). Any other tensor,
     or these after an in-place change, is checked as always. Blocks nest: inside two, both pairs are vouched for.
+    A write through ``.data`` (or by a kernel, or from another process) does not move a version counter, so
+    inside the block it goes unseen: the block is for inputs its caller owns and does not change.
 
     For the benchmark, which calls every implementation many times on one input and times the kernels
     apart from this check (it times the check on its own, ``input_check_us``).
