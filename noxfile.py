@@ -292,7 +292,8 @@ def validate(session: nox.Session) -> None:
     except nox.command.CommandFailed:
         session.error(f"validate: the benchmark refused its arguments ({' '.join(session.posargs)}): see above; "
                       "nothing was run")
-    _require_gpu_if_asked(session)
+    has_gpu = _has_gpu(session)
+    _require_gpu_if_asked(session, has_gpu)
     run_dir = _run_dir(session)
     results = _project("validation.results")
     try:  # a directory that cannot take every suite's results file is found now, not after the last suite
@@ -302,7 +303,7 @@ def validate(session: nox.Session) -> None:
     env = {"SSD_RUN_DIR": str(run_dir), "PYTHONHASHSEED": "0"}
     pytest = (py, "-m", "pytest", "--strict-markers", "--strict-config", "-p", "no:cacheprovider")
     cpu_tests = "not matrix and not compile and not browser and not container"
-    if _has_gpu(session):
+    if has_gpu:
         # The interpreter exists so that a CPU can run the Triton baseline; on a GPU it runs compiled, judged
         # by the GPU suites (and the interpreter depends on the pinned triton, which a prepared GPU box may lack).
         cpu_tests += " and not interpreter"
@@ -350,10 +351,11 @@ def _has_gpu(session: nox.Session) -> bool:
 REQUIRE_GPU_ENV = "SSD_REQUIRE_GPU"
 
 
-def _require_gpu_if_asked(session: nox.Session) -> None:
+def _require_gpu_if_asked(session: nox.Session, has_gpu: bool | None = None) -> None:
     """Under SSD_REQUIRE_GPU=1 a machine where torch sees no CUDA device stops the session before any step: a GPU box
-    whose driver or `docker run --gpus` did not take would otherwise record every GPU case not-run and pass."""
-    if os.environ.get(REQUIRE_GPU_ENV) == "1" and not _has_gpu(session):
+    whose driver or `docker run --gpus` did not take would otherwise record every GPU case not-run and pass.
+    ``has_gpu``: what ``_has_gpu`` already answered (None: ask it, only when the variable is set)."""
+    if os.environ.get(REQUIRE_GPU_ENV) == "1" and not (_has_gpu(session) if has_gpu is None else has_gpu):
         session.error(f"{session.name}: {REQUIRE_GPU_ENV}=1, but torch sees no CUDA device (torch.cuda.is_available() "
                       "is False): check `nvidia-smi`, the driver and, in a container, `docker run --gpus all`; "
                       "nothing was run")

@@ -62,9 +62,10 @@ def errors(out: torch.Tensor, ref: torch.Tensor) -> Errors:
         block_max, block_arg = torch.max(d, dim=0)
         if block_max.item() > max_abs or (start == 0):
             max_abs, worst = block_max.item(), start + int(block_arg.item())
-        nonfinite += int((~torch.isfinite(o)).sum().item())
+        out_finite = torch.isfinite(o)
+        nonfinite += int((~out_finite).sum().item())
         nonfinite_ref += int((~finite).sum().item())
-        lost += int((torch.isfinite(o) & ~finite).sum().item())
+        lost += int((out_finite & ~finite).sum().item())
     diff_norm, ref_norm = math.sqrt(diff_sq), math.sqrt(ref_sq)
     rel = diff_norm / ref_norm if ref_norm > 0 else (0.0 if diff_norm == 0 else math.inf)
     worst_index = ()

@@ -187,6 +187,11 @@ def why_not(task: Task) -> tuple[Status, str] | None:
     return None
 
 
+def takes(impl: str, tag: str, spec: ProblemSpec) -> bool:
+    """Whether the matrix gives ``impl`` the case at all: False where it records it unsupported (on any machine)."""
+    return (why_not(Task(spec.case_id(impl, tag), tag, spec, impl)) or ("",))[0] != "unsupported"
+
+
 # --- the child ------------------------------------------------------------------------------------
 
 def _nonfinite_allowance(spec: ProblemSpec, y_ref: torch.Tensor) -> torch.Tensor:

@@ -14,7 +14,7 @@ import pytest
 
 from reference.regimes import OUTSIDE_MAMBA
 from validation import matrix
-from validation.matrix import SUITE_IMPLS, Task, run_and_write, stability_cases, tiny, why_not
+from validation.matrix import SUITE_IMPLS, Task, run_and_write, stability_cases, takes, tiny
 
 pytestmark = pytest.mark.matrix
 
@@ -22,8 +22,7 @@ pytestmark = pytest.mark.matrix
 # What the float64 reference cannot take in memory or time is recorded unsupported by the matrix, not made a test.
 CASES = [(tag, spec, impl) for tag, spec in stability_cases() for impl in ("cutile", "reference-chunked")
          if spec.regime not in OUTSIDE_MAMBA
-         and (impl == "cutile" or (why_not(Task(spec.case_id(impl, tag), tag, spec, impl)) or ("",))[0]
-              != "unsupported")]
+         and (impl == "cutile" or takes(impl, tag, spec))]
 # Outside Mamba's parameterisation: every implementation of the suite, each on the spec it is given.
 OUTSIDE = [(tag, spec, impl) for tag, spec in stability_cases() if spec.regime in OUTSIDE_MAMBA
            for impl in SUITE_IMPLS["stability"]]

@@ -22,7 +22,7 @@ import tomllib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-__all__ = ["BASIS_KINDS", "TABLE", "TOLERANCES", "Tolerance", "bases", "load", "tolerance_for"]
+__all__ = ["BASIS_KINDS", "TABLE", "TOLERANCES", "Tolerance", "bases", "load", "recorded", "tolerance_for"]
 
 TABLE = Path(__file__).with_name("tolerances.toml")
 BASIS_KINDS = ("measured", "a priori")
@@ -113,6 +113,11 @@ def load(path: Path = TABLE) -> dict[tuple[str, str, str, str], Tolerance]:
         table[key] = Tolerance(rel_l2=float(row["rel_l2"]), max_abs=float(row["max_abs"]),
                                reason=_reason(basis, row), basis=basis["kind"])
     return table
+
+
+def recorded(figure: float) -> float:
+    """A measured error as the table records a worst case: to three significant digits."""
+    return float(f"{figure:.3g}")
 
 
 def bases(path: Path = TABLE) -> dict[str, dict]:
