@@ -62,7 +62,8 @@ from validation.schema import CaseRecord, Status
 from validation.summary import describe
 from validation.triton_interpreter import INTERPRETER_ENV
 
-__all__ = ["DEFAULT_IMPLS", "Task", "correctness_cases", "run_matrix", "stability_cases", "why_not"]
+__all__ = ["DEFAULT_IMPLS", "Task", "correctness_cases", "run_lanes", "run_matrix", "stability_cases", "takes",
+           "tasks_for", "tiny", "why_not"]
 
 DEFAULT_IMPLS = ("cutile", "triton", "tilegym", "reference-chunked")
 SUITE_IMPLS = {suite: (*DEFAULT_IMPLS, "triton-interpreter") for suite in ("correctness", "stability")}
@@ -406,7 +407,7 @@ def _lanes(tasks: list[Task], jobs: int) -> list[list[Task]]:
     return [lane for lane in lanes if lane]
 
 
-def _run_lanes(tasks: list[Task], log, jobs: int, env: dict[str, str] | None = None, *,
+def run_lanes(tasks: list[Task], log, jobs: int, env: dict[str, str] | None = None, *,
                stop: isolated.Stop | None = None, done=None, gpus: list[str] | None = None) -> list[CaseRecord]:
     """Run the tasks in up to ``jobs`` children at once (each lane as ``_run_in_children`` runs it: a crash
     costs one case) and return their records in the order of ``tasks``; ``done`` and ``stop`` as there
@@ -484,9 +485,9 @@ def run_matrix(suite: str, impls: tuple[str, ...] | None = None, log=print, *, j
 
     stop = stop or isolated.Stop()
     with stop.handling():
-        ordered = _run_lanes(compiled, log, jobs, stop=stop, done=done)
+        ordered = run_lanes(compiled, log, jobs, stop=stop, done=done)
         # TRITON_INTERPRET must be set before triton is imported: children of their own
-        ordered += _run_lanes(interpreted, log, jobs, env=INTERPRETER_ENV, stop=stop, done=done)
+        ordered += run_lanes(interpreted, log, jobs, env=INTERPRETER_ENV, stop=stop, done=done)
     results.cases = not_runnable + ordered  # the order asked, whatever order they finished in
     if stop.signum is not None:
         results.interrupted = stop.name

@@ -64,7 +64,7 @@ def test_children_at_once_return_every_record_in_the_order_asked() -> None:
     """Real children on the CPU: the float64 chunked reference on three small cases, two children at once."""
     tasks = [_task(f"s{seed}", "reference-chunked", seed=seed, dtype="fp32") for seed in range(3)]
     lines: list[str] = []
-    records = matrix._run_lanes(tasks, lines.append, jobs=2)
+    records = matrix.run_lanes(tasks, lines.append, jobs=2)
     assert [r.id for r in records] == [t.case_id for t in tasks]
     assert [r.status for r in records] == ["pass"] * 3, records
     # On a GPU machine the line goes on to say over how many GPUs.
@@ -156,7 +156,7 @@ def test_lanes_spread_over_every_visible_gpu() -> None:
 
 
 def test_each_lane_runs_on_its_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
-    """_run_lanes hands lane i the environment of GPU i mod the GPUs' number (the children stand in)."""
+    """run_lanes hands lane i the environment of GPU i mod the GPUs' number (the children stand in)."""
     seen: list[tuple[str, str | None]] = []
 
     def fake_children(lane, log, env=None, *, stop=None, done=None):
@@ -165,7 +165,7 @@ def test_each_lane_runs_on_its_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(matrix, "_run_in_children", fake_children)
     tasks = [_task(f"s{seed}", "reference-chunked", seed=seed) for seed in range(5)]
-    records = matrix._run_lanes(tasks, lambda line: None, jobs=1, gpus=["0", "1"])
+    records = matrix.run_lanes(tasks, lambda line: None, jobs=1, gpus=["0", "1"])
     assert [r.id for r in records] == [t.case_id for t in tasks]
     assert {gpu for _, gpu in seen} == {"0", "1"}, seen
 

@@ -23,14 +23,14 @@ import torch
 
 from kernels.triton import ssd_fwd_triton
 from reference import ProblemSpec
-from validation import isolated
-from validation.matrix import correctness_cases, stability_cases, tiny
+from validation import interpreter_sweep, isolated
+from validation.interpreter_sweep import IMPL, cases
+from validation.matrix import correctness_cases, stability_cases, takes, tasks_for, tiny
 from validation.tolerances import bases, recorded, tolerance_for
 from validation.triton_interpreter import INTERPRETER_ENV
 
 pytestmark = pytest.mark.interpreter
 
-IMPL = "triton-interpreter"
 MATMUL = "ieee"  # the interpreter computes tl.dot in numpy at the operands' precision, never tf32
 REPO = Path(__file__).resolve().parents[1]
 CHILD_TIMEOUT_S = 600
@@ -42,36 +42,16 @@ BF16_DOT_XFAIL = pytest.mark.xfail(
            "bf16 Triton numerics are checked only on a GPU")
 
 
-def _spec(dtype: str, seqlen: int, ngroups: int, regime: str = "typical", *, with_D: bool = True,
-          with_initial_state: bool = False, seed: int = 0) -> ProblemSpec:
-    return ProblemSpec(batch=2, seqlen=seqlen, nheads=4, headdim=16, ngroups=ngroups, dstate=16, chunk_size=16,
-                       dtype=dtype, regime=regime, seed=seed, with_D=with_D, with_initial_state=with_initial_state)
-
-
-def sweep(dtype: str, seed: int = 0) -> list[tuple[ProblemSpec, str | None]]:
-    """Ragged lengths around chunk 16 (1, 15, 17, prime 37) and four full chunks; groups 1 and 2; with and
-    without D and an initial state; typical, long_memory and dt_zero inputs."""
-    return [
-        (_spec(dtype, 1, 1, seed=seed), "l1_single_step"),
-        (_spec(dtype, 15, 2, with_D=False, seed=seed), "l15_one_short_of_chunk"),
-        (_spec(dtype, 17, 1, with_initial_state=True, seed=seed), "l17_one_past_chunk"),
-        (_spec(dtype, 37, 2, with_initial_state=True, seed=seed), "l37_prime"),
-        (_spec(dtype, 37, 2, "long_memory", with_D=False, with_initial_state=True, seed=seed), "l37_prime"),
-        (_spec(dtype, 64, 1, "long_memory", seed=seed), None),
-        (_spec(dtype, 17, 2, "dt_zero", with_initial_state=True, seed=seed), "l17_one_past_chunk"),
-    ]
-
-
-CASES = {spec.case_id(IMPL, tag): spec for dtype in ("fp32", "fp16") for spec, tag in sweep(dtype)}
-BF16_CASES = {spec.case_id(IMPL, tag): spec for spec, tag in sweep("bf16")[2:4]}
+CASES = {spec.case_id(IMPL, tag): spec for dtype in ("fp32", "fp16") for spec, tag in cases(dtype)}
+BF16_CASES = {spec.case_id(IMPL, tag): spec for spec, tag in cases("bf16")[2:4]}
 
 
 def _sweep_case(dtype: str, seed: int, tag: str) -> ProblemSpec:
-    return next(spec for spec, t in sweep(dtype, seed) if t == tag)
+    return next(spec for spec, t in cases(dtype, seed) if t == tag)
 
 
-def _matrix_case(cases, tag: str, seed: int) -> ProblemSpec:
-    return dataclasses.replace(tiny(dict(cases())[tag]), seed=seed)
+def _matrix_case(suite_cases, tag: str, seed: int) -> ProblemSpec:
+    return dataclasses.replace(tiny(dict(suite_cases())[tag]), seed=seed)
 
 
 # The interpreter rows' worst cases, from a CPU sweep that is not published (validation/tolerances.toml): run
@@ -198,7 +178,7 @@ def test_importing_the_adapter_imports_neither_triton_nor_mamba_ssm() -> None:
 
 
 def test_bad_input_is_rejected_by_the_common_check() -> None:
-    x, dt, A, B, C, D, _ = _spec("fp32", 4, 1).make_inputs().as_args()
+    x, dt, A, B, C, D, _ = dataclasses.replace(cases("fp32")[0][0], seqlen=4).make_inputs().as_args()
     with pytest.raises(ValueError, match=r"^ssd_fwd_triton: D has shape \(4, 16\)"):
         ssd_fwd_triton(x, dt, A, B, C, D[:, None].expand(4, 16), chunk_size=16)
 
@@ -229,3 +209,34 @@ def test_the_child_entry_point_says_what_it_expects_and_never_replaces_records(t
     assert records.read_text() == "earlier"
     assert "missing.json" in refused([str(tmp_path / "missing.json"), str(tmp_path / "new.json")])
     assert not (tmp_path / "new.json").exists()
+
+
+def test_the_sweep_runs_every_case_the_interpreter_rows_judge() -> None:
+    """validation.interpreter_sweep, the measurement behind the rows, covers this module's cases and every tiny
+    case the matrices give the interpreter, at every seed."""
+    tasks = interpreter_sweep.sweep_tasks(range(2))
+    ids = {t.case_id for t in tasks}
+    assert len(ids) == len(tasks), "a case id twice in the sweep"
+    matrix = {t.case_id for suite in ("correctness", "stability") for t in tasks_for(suite, (IMPL,))
+              if takes(IMPL, t.tag, t.spec)}
+    at_seed_1 = {s.case_id(IMPL, tag) for dtype in ("fp32", "fp16") for s, tag in interpreter_sweep.cases(dtype, 1)}
+    assert set(CASES) | matrix | at_seed_1 <= ids
+    assert all(t.impl == IMPL and t.spec.dtype in ("fp32", "fp16") for t in tasks)
+
+
+def test_a_sweep_file_that_is_not_whole_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "sweep.json"
+    path.write_text(json.dumps({"kind": interpreter_sweep.KIND, "interrupted": "SIGINT", "cases": []}))
+    with pytest.raises(ValueError, match="interrupted"):
+        interpreter_sweep.load(path)
+    path.write_text(json.dumps({"kind": "something else", "cases": []}))
+    with pytest.raises(ValueError, match="expected an interpreter-sweep file"):
+        interpreter_sweep.load(path)
+
+
+def test_the_sweep_never_writes_over_a_file(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    (tmp_path / interpreter_sweep.FILE).write_text("{}")
+    with pytest.raises(SystemExit) as stopped:
+        interpreter_sweep.main([str(tmp_path), "--seeds", "1"])
+    assert stopped.value.code == 2 and "exists" in capsys.readouterr().err
+    assert (tmp_path / interpreter_sweep.FILE).read_text() == "{}"
