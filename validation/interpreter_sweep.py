@@ -3,9 +3,9 @@
     python -m validation.interpreter_sweep OUT_DIR [--seeds N] [--jobs J]
 
 For each seed 0..N-1 it runs every case the correctness and stability matrices give ``triton-interpreter``
-(their tiny variants) and the cases of validation/test_triton_interpreter.py (:func:`cases`, below), each run and
-judged exactly as the matrix runs and judges a case (``validation.matrix``: the float64 oracle, the non-finite
-allowance of the nonfinite_input regime, the table's row), in up to J child processes started under
+(their tiny variants, each once) and the cases of validation/test_triton_interpreter.py (:func:`cases`, below),
+each run and judged exactly as the matrix runs and judges a case (``validation.matrix``: the float64 oracle, the
+non-finite allowance of the nonfinite_input regime, the table's row), in up to J child processes started under
 ``INTERPRETER_ENV``. It writes ``OUT_DIR/sweep.json`` (a new file, never one that exists): the command, the seeds,
 the environment and every case's record, as a results file's cases are written. The worst of its passes, per
 tolerance key, is what the ``triton-interpreter`` rows of validation/tolerances.toml record (validation/
@@ -65,17 +65,18 @@ def _task(spec: ProblemSpec, tag: str) -> Task:
 
 
 def sweep_tasks(seeds: range) -> list[Task]:
-    """Every task of the sweep, seed by seed: the matrices' tiny cases the interpreter takes, then :func:`cases`
-    in fp32 and fp16 (the interpreter's bf16 is wrong: validation/test_triton_interpreter.py)."""
-    matrix = []
+    """Every task of the sweep, seed by seed: the matrices' tiny cases the interpreter takes, each spec once under
+    the first tag that gives it (chunk64_fp16 and chunk256_fp16 shrink to one tiny case), then :func:`cases` in fp32
+    and fp16 (the interpreter's bf16 is wrong: validation/test_triton_interpreter.py)."""
+    matrix: dict[ProblemSpec, str] = {}
     for suite_cases in (correctness_cases, stability_cases):
         for tag, spec in suite_cases():
             small = tiny(spec)
-            if takes(IMPL, f"{tag}_tiny", small) and (small, f"{tag}_tiny") not in matrix:
-                matrix.append((small, f"{tag}_tiny"))
+            if takes(IMPL, f"{tag}_tiny", small):
+                matrix.setdefault(small, f"{tag}_tiny")
     tasks = []
     for seed in seeds:
-        tasks += [_task(dataclasses.replace(spec, seed=seed), tag) for spec, tag in matrix]
+        tasks += [_task(dataclasses.replace(spec, seed=seed), tag) for spec, tag in matrix.items()]
         tasks += [_task(spec, tag) for dtype in ("fp32", "fp16") for spec, tag in cases(dtype, seed)]
     return tasks
 

@@ -10,51 +10,44 @@ from pathlib import Path
 
 import pytest
 
+from validation import interpreter_sweep
 from validation.matrix import REFERENCES
 from validation.provenance import ROOT
-from validation.schema import QUANTITY_FIELDS
-from validation.tolerances import BASIS_KINDS, TABLE, TOLERANCES, bases, load, recorded, tolerance_for
+from validation.tolerances import BASIS_KINDS, TABLE, TOLERANCES, bases, load, recorded, tolerance_for, worst_passes
 
 GOOD_BASIS = ('[basis.m]\nkind = "measured"\nwhy = "u"\nruns = ["reports/published/x"]\nwhat = "every pass"\n'
               'factor = 4\n')
 ROW = '[[row]]\nkey = ["a", "b", "c", "y"]\nrel_l2 = 4e-3\nmax_abs = 8e-3\nbasis = "m"\n'
 SUITES = ("correctness", "stability", "benchmark")
-ERRORS = {q: (f"{p}_rel_l2", f"{p}_max_abs_over_peak") for q, p in QUANTITY_FIELDS.items()}  # a row's errors
 
 
-def _worst_in(runs: list[str]) -> dict[tuple[str, str, str, str], tuple[float, float]]:
-    """The largest rel_l2 and max_abs/peak of every pass in the runs' suite files, by tolerance key (a reference
-    judged on its fp64 row, as the matrix judges it)."""
-    worst: dict[tuple[str, str, str, str], tuple[float, float]] = {}
-    for run in runs:
+def _cases_of(basis: dict) -> list[dict]:
+    """Every case of the measurements a basis names: its runs' suite files, or its sweep file."""
+    if "sweep" in basis:
+        return [r.as_dict() for r in interpreter_sweep.load(ROOT / basis["sweep"])]
+    cases = []
+    for run in basis["runs"]:
         files = [ROOT / run / "raw" / f"{suite}.json" for suite in SUITES]
         assert any(f.is_file() for f in files), f"{run} has none of raw/{{{','.join(SUITES)}}}.json"
-        for path in filter(Path.is_file, files):
-            for case in json.loads(path.read_text())["cases"]:
-                if case["status"] != "pass" or "tolerance" not in case:
-                    continue
-                dtype, matmul = ("fp64", "ieee") if case["impl"] in REFERENCES else (case["dtype"], case["matmul"])
-                for quantity, (rel, peak) in ERRORS.items():
-                    key = (case["impl"], dtype, matmul, quantity)
-                    old = worst.get(key, (0.0, 0.0))
-                    worst[key] = (max(old[0], case[rel]), max(old[1], case[peak]))
-    return worst
+        cases += [case for path in filter(Path.is_file, files) for case in json.loads(path.read_text())["cases"]]
+    return cases
 
 
-@pytest.mark.parametrize("name", [n for n, b in bases().items() if "runs" in b])
-def test_a_measured_rows_worst_is_the_worst_of_the_runs_its_basis_names(name: str) -> None:
-    """Recomputed from the named published runs' files: each row of the basis records exactly the worst rel_l2 and
-    max_abs/peak of its key's passes there (to the three digits it keeps), so the bounds, factor x those, rest on
-    figures anyone can check; and every key the runs judged with this basis has its row here."""
+@pytest.mark.parametrize("name", [n for n, b in bases().items() if b["kind"] == "measured"])
+def test_a_measured_rows_worst_is_the_worst_of_the_measurements_its_basis_names(name: str) -> None:
+    """Recomputed from the named published files (runs' suite files, or a sweep file): each row of the basis
+    records exactly the worst rel_l2 and max_abs/peak of its key's passes there (to the three digits it keeps), so
+    the bounds, factor x those, rest on figures anyone can check."""
     basis = bases()[name]
-    worst = _worst_in(basis["runs"])
+    worst = worst_passes(_cases_of(basis), fp64=REFERENCES)
     for row in basis["rows"]:
         key = tuple(row["key"])
-        assert key in worst, f"{key}: no pass of this key in {basis['runs']}"
-        rel, peak = worst[key]
-        assert row["worst_rel_l2"] == recorded(rel), f"{key}: worst_rel_l2 {row['worst_rel_l2']}, runs {rel:.3g}"
-        assert row["worst_max_abs"] == recorded(peak), f"{key}: worst_max_abs {row['worst_max_abs']}, runs {peak:.3g}"
-        assert rel <= row["rel_l2"] and peak <= row["max_abs"], key
+        where = basis.get("runs", basis.get("sweep"))
+        assert key in worst, f"{key}: no pass of this key in {where}"
+        for figure, bound in (("worst_rel_l2", "rel_l2"), ("worst_max_abs", "max_abs")):
+            value, case = worst[key][figure]
+            assert row[figure] == recorded(value), f"{key}: {figure} {row[figure]}, {where}: {value:.3g} ({case})"
+            assert value <= row[bound], key
 
 
 def test_every_row_states_its_basis_and_the_file_loads() -> None:
@@ -95,6 +88,10 @@ def _load_text(tmp_path: Path, text: str) -> dict:
     ('[basis.m]\nkind = "measured"\nwhy = "u"\nfactor = 4\n', "needs either runs"),
     ('[basis.m]\nkind = "measured"\nwhy = "u"\nruns = ["elsewhere/x"]\nwhat = "w"\nfactor = 4\n',
      "runs must be a non-empty list of reports/published/"),
+    ('[basis.m]\nkind = "measured"\nwhy = "u"\nsweep = "a CPU sweep, not published"\nwhat = "w"\nfactor = 4\n',
+     "sweep must be a reports/published/....json file"),
+    ('[basis.m]\nkind = "measured"\nwhy = "u"\nruns = ["reports/published/x"]\nsweep = "reports/published/s.json"\n'
+     'what = "w"\nfactor = 4\n', "needs either runs"),
     (GOOD_BASIS.replace("factor = 4", "fixed = 1e-12"), "needs either factor"),
     (GOOD_BASIS.replace("factor = 4", "factor = 1"), "factor must be a number above 1"),
     (GOOD_BASIS.replace("factor = 4", 'fixed = 1e-12\nfixed_why = "w"') + ROW.replace("4e-3", "1e-12").replace(

@@ -12,6 +12,7 @@ interpreter ignores tf32).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import subprocess
@@ -25,8 +26,10 @@ from kernels.triton import ssd_fwd_triton
 from reference import ProblemSpec
 from validation import interpreter_sweep, isolated
 from validation.interpreter_sweep import IMPL, cases
-from validation.matrix import correctness_cases, stability_cases, takes, tasks_for, tiny
-from validation.tolerances import bases, recorded, tolerance_for
+from validation.matrix import takes, tasks_for
+from validation.provenance import ROOT
+from validation.schema import QUANTITY_FIELDS
+from validation.tolerances import bases, recorded, tolerance_for, worst_passes
 from validation.triton_interpreter import INTERPRETER_ENV
 
 pytestmark = pytest.mark.interpreter
@@ -46,34 +49,24 @@ CASES = {spec.case_id(IMPL, tag): spec for dtype in ("fp32", "fp16") for spec, t
 BF16_CASES = {spec.case_id(IMPL, tag): spec for spec, tag in cases("bf16")[2:4]}
 
 
-def _sweep_case(dtype: str, seed: int, tag: str) -> ProblemSpec:
-    return next(spec for spec, t in cases(dtype, seed) if t == tag)
+FIGURES = {"worst_rel_l2": "rel_l2", "worst_max_abs": "max_abs_over_peak"}  # a row's figure -> its error field
+ROWS = {tuple(r["key"]): (name, r) for name, b in bases().items() for r in b["rows"] if r["key"][0] == IMPL}
 
 
-def _matrix_case(suite_cases, tag: str, seed: int) -> ProblemSpec:
-    return dataclasses.replace(tiny(dict(suite_cases())[tag]), seed=seed)
-
-
-# The interpreter rows' worst cases, from a CPU sweep that is not published (validation/tolerances.toml): run
-# again here, so that the worst figures the rows record, and so their bounds, rest on runs anyone can repeat.
-WORST_CASES = {
-    "bimodal_dt_fp32_tiny-s213": _matrix_case(stability_cases, "bimodal_dt_fp32", 213),
-    "bimodal_dt_fp32_tiny-s146": _matrix_case(stability_cases, "bimodal_dt_fp32", 146),
-    "l15_one_short_of_chunk-fp16-s16": _sweep_case("fp16", 16, "l15_one_short_of_chunk"),
-    "l1_single_step-fp16-s9": _sweep_case("fp16", 9, "l1_single_step"),
-    "chunk64_fp16_tiny-s8": _matrix_case(correctness_cases, "chunk64_fp16", 8),
-}
-# (row key, the row's figure) -> (worst case, the record's field)
-WORST_FIGURES = {
-    ((IMPL, "fp32", MATMUL, "y"), "worst_rel_l2"): ("bimodal_dt_fp32_tiny-s213", "y_rel_l2"),
-    ((IMPL, "fp32", MATMUL, "y"), "worst_max_abs"): ("bimodal_dt_fp32_tiny-s213", "y_max_abs_over_peak"),
-    ((IMPL, "fp32", MATMUL, "final_state"), "worst_rel_l2"): ("bimodal_dt_fp32_tiny-s146", "state_rel_l2"),
-    ((IMPL, "fp32", MATMUL, "final_state"), "worst_max_abs"): ("bimodal_dt_fp32_tiny-s146", "state_max_abs_over_peak"),
-    ((IMPL, "fp16", MATMUL, "y"), "worst_rel_l2"): ("l15_one_short_of_chunk-fp16-s16", "y_rel_l2"),
-    ((IMPL, "fp16", MATMUL, "y"), "worst_max_abs"): ("l15_one_short_of_chunk-fp16-s16", "y_max_abs_over_peak"),
-    ((IMPL, "fp16", MATMUL, "final_state"), "worst_rel_l2"): ("l1_single_step-fp16-s9", "state_rel_l2"),
-    ((IMPL, "fp16", MATMUL, "final_state"), "worst_max_abs"): ("chunk64_fp16_tiny-s8", "state_max_abs_over_peak"),
-}
+@functools.cache
+def worst_cases() -> dict[tuple[tuple, str], tuple[str, ProblemSpec]]:
+    """(row key, figure) -> (case id, spec) of the worst pass of that key in the published sweep the row's basis
+    names, rebuilt from the sweep's own case list (a case id the sweep no longer makes is an error: the published
+    sweep would not be this code's)."""
+    out = {}
+    for name in {name for name, _ in ROWS.values()}:
+        records = interpreter_sweep.load(ROOT / bases()[name]["sweep"])
+        specs = {t.case_id: t.spec for t in interpreter_sweep.sweep_tasks(range(max(r.seed for r in records) + 1))}
+        worst = worst_passes(r.as_dict() for r in records)
+        for key, (basis, _) in ROWS.items():
+            if basis == name:
+                out.update({(key, figure): (worst[key][figure][1], specs[worst[key][figure][1]]) for figure in FIGURES})
+    return out
 
 
 def run_in_interpreter(cases: dict[str, ProblemSpec], workdir: Path) -> dict[str, dict]:
@@ -97,7 +90,8 @@ def run_in_interpreter(cases: dict[str, ProblemSpec], workdir: Path) -> dict[str
 
 @pytest.fixture(scope="module")
 def records(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
-    return run_in_interpreter({**CASES, **BF16_CASES, **WORST_CASES}, tmp_path_factory.mktemp("triton_interpreter"))
+    worst = dict(worst_cases().values())
+    return run_in_interpreter({**CASES, **BF16_CASES, **worst}, tmp_path_factory.mktemp("triton_interpreter"))
 
 
 def _assert_within_tolerance(record: dict, quantity: str, axes: str) -> None:
@@ -114,17 +108,19 @@ def _assert_within_tolerance(record: dict, quantity: str, axes: str) -> None:
         f" tolerance row {key}")
 
 
-def test_every_interpreter_row_names_its_worst_cases_here() -> None:
-    rows = {tuple(r["key"]): r for b in bases().values() for r in b["rows"] if r["key"][0] == IMPL}
-    assert {(key, figure) for key in rows for figure in ("worst_rel_l2", "worst_max_abs")} == set(WORST_FIGURES)
+def test_every_interpreter_row_rests_on_a_published_sweep() -> None:
+    assert ROWS and all("sweep" in bases()[name] for name, _ in ROWS.values())
 
 
-@pytest.mark.parametrize("row_key,figure", WORST_FIGURES)
+@pytest.mark.parametrize("figure", FIGURES)
+@pytest.mark.parametrize("row_key", ROWS)
 def test_an_interpreter_rows_worst_case_gives_its_recorded_figure_again(records: dict[str, dict], row_key: tuple,
                                                                         figure: str) -> None:
-    """The sweep's worst case, run again, gives the figure the row records (to its three digits) and passes."""
-    row = next(r for b in bases().values() for r in b["rows"] if tuple(r["key"]) == row_key)
-    case_id, field = WORST_FIGURES[(row_key, figure)]
+    """The published sweep's worst case for the row, run again, gives the figure the row records (to its three
+    digits) and passes: the sweep is this code's and repeats."""
+    row = ROWS[row_key][1]
+    case_id, _ = worst_cases()[(row_key, figure)]
+    field = f"{QUANTITY_FIELDS[row_key[3]]}_{FIGURES[figure]}"
     measured = records[case_id][field]
     assert row[figure] == recorded(measured), (
         f"{row_key} {figure}: the row records {row[figure]}, {case_id} gives {measured:.3g} ({field})")
@@ -217,10 +213,12 @@ def test_the_sweep_runs_every_case_the_interpreter_rows_judge() -> None:
     tasks = interpreter_sweep.sweep_tasks(range(2))
     ids = {t.case_id for t in tasks}
     assert len(ids) == len(tasks), "a case id twice in the sweep"
-    matrix = {t.case_id for suite in ("correctness", "stability") for t in tasks_for(suite, (IMPL,))
+    assert len({t.spec for t in tasks}) == len(tasks), "a case run twice under two tags"
+    matrix = {t.spec for suite in ("correctness", "stability") for t in tasks_for(suite, (IMPL,))
               if takes(IMPL, t.tag, t.spec)}
-    at_seed_1 = {s.case_id(IMPL, tag) for dtype in ("fp32", "fp16") for s, tag in interpreter_sweep.cases(dtype, 1)}
-    assert set(CASES) | matrix | at_seed_1 <= ids
+    at_seed_1 = {dataclasses.replace(spec, seed=1) for spec in matrix}
+    assert set(CASES) <= ids and matrix | at_seed_1 <= {t.spec for t in tasks}
+    assert {s.case_id(IMPL, tag) for dtype in ("fp32", "fp16") for s, tag in interpreter_sweep.cases(dtype, 1)} <= ids
     assert all(t.impl == IMPL and t.spec.dtype in ("fp32", "fp16") for t in tasks)
 
 

@@ -3,10 +3,10 @@ through :func:`tolerance_for`.
 
 Keyed by ``(impl, dtype, matmul, quantity)`` (the TOML file's header says what each part means). Each row bounds
 the norm-wise relative error and the max-abs error over the output's peak against the float64 oracle, and names
-its basis: ``measured`` (the bound is a stated factor over the worst case seen in named published runs or a CPU
-sweep, recorded in the row, or a fixed bound with its reason) or ``a priori`` (from the unit roundoff and the
-expected growth alone, where nothing measured it). The
-reason a results file records is built from the basis, said once in the file, and the row's own figures.
+its basis: ``measured`` (the bound is a stated factor over the worst case seen in named published runs or a
+published CPU sweep of the Triton interpreter, recorded in the row, or a fixed bound with its reason) or
+``a priori`` (from the unit roundoff and the expected growth alone, where nothing measured it). The reason a
+results file records is built from the basis, said once in the file, and the row's own figures.
 
 ``rel_l2`` bounds ||out - ref||_2 / ||ref||_2. ``max_abs`` bounds max|out - ref| / max|ref|: the largest element
 error in units of the output's peak magnitude, so one bound holds whatever the scale of a regime's outputs while
@@ -19,10 +19,14 @@ A missing key is an error (``KeyError`` naming the key), never a default.
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-__all__ = ["BASIS_KINDS", "TABLE", "TOLERANCES", "Tolerance", "bases", "load", "recorded", "tolerance_for"]
+from validation.schema import QUANTITY_FIELDS
+
+__all__ = ["BASIS_KINDS", "TABLE", "TOLERANCES", "Tolerance", "bases", "load", "recorded", "tolerance_for",
+           "worst_passes"]
 
 TABLE = Path(__file__).with_name("tolerances.toml")
 BASIS_KINDS = ("measured", "a priori")
@@ -50,8 +54,8 @@ def _reason(basis: dict, row: dict) -> str:
     worst = f"rel_l2 {row['worst_rel_l2']:.3g}, max_abs/peak {row['worst_max_abs']:.3g}"
     case = f" ({row['worst_case']})" if "worst_case" in row else ""
     note = f"; {row['note']}" if "note" in row else ""
-    where = (f"{basis['what']} ({', '.join(r.removeprefix(PUBLISHED_PREFIX) for r in basis['runs'])})"
-             if "runs" in basis else basis["sweep"])
+    named = basis["runs"] if "runs" in basis else [basis["sweep"]]
+    where = f"{basis['what']} ({', '.join(r.removeprefix(PUBLISHED_PREFIX) for r in named)})"
     bound = (f"a fixed {basis['fixed']:g}: {basis['fixed_why']}" if "fixed" in basis
              else f"{basis['factor']:g}x the worst, rounded up")
     return f"{basis['why']}; measured worst {worst}{case} over {where}{note}; bounds {bound}"
@@ -62,14 +66,18 @@ def _check_basis(path: Path, name: str, basis: dict) -> None:
         raise ValueError(f"{path}: basis {name!r} needs kind (one of {BASIS_KINDS}) and why")
     if basis["kind"] != "measured":
         return
-    runs = basis.get("runs")
+    runs, sweep = basis.get("runs"), basis.get("sweep")
     if ("runs" in basis) == ("sweep" in basis):
         raise ValueError(f"{path}: measured basis {name!r} needs either runs (published run directories) or sweep "
-                         "(a CPU sweep that is not published)")
+                         "(a published interpreter sweep file)")
     if runs is not None and (not isinstance(runs, list) or not runs or "what" not in basis
                              or not all(isinstance(r, str) and r.startswith(PUBLISHED_PREFIX) for r in runs)):
         raise ValueError(f"{path}: measured basis {name!r}: runs must be a non-empty list of {PUBLISHED_PREFIX}... "
                          f"directories, with what (which of their cases count), got {runs!r}")
+    if sweep is not None and (not isinstance(sweep, str) or not sweep.startswith(PUBLISHED_PREFIX)
+                              or not sweep.endswith(".json") or "what" not in basis):
+        raise ValueError(f"{path}: measured basis {name!r}: sweep must be a {PUBLISHED_PREFIX}....json file, with "
+                         f"what (which of its cases count), got {sweep!r}")
     if ("factor" in basis) == ("fixed" in basis) or ("fixed" in basis and "fixed_why" not in basis):
         raise ValueError(f"{path}: measured basis {name!r} needs either factor (bounds = factor x the worst) or "
                          "fixed with fixed_why")
@@ -94,9 +102,10 @@ def _check_measured_row(path: Path, key: tuple, basis: dict, row: dict) -> None:
 
 def load(path: Path = TABLE) -> dict[tuple[str, str, str, str], Tolerance]:
     """The table, checked: every row names a known basis; a measured basis names its measurements (published runs or
-    a CPU sweep) and its rule (a factor over the worst, or a fixed bound with its reason), and each of its rows
-    records both worst errors and bounds that follow that rule; any fault is a ``ValueError`` naming the file and
-    the row. Whether the recorded worsts are those of the named runs is validation/test_tolerances.py's to check."""
+    a published sweep file) and its rule (a factor over the worst, or a fixed bound with its reason), and each of its
+    rows records both worst errors and bounds that follow that rule; any fault is a ``ValueError`` naming the file
+    and the row. Whether the recorded worsts are those of the named measurements is validation/test_tolerances.py's
+    to check."""
     data = tomllib.loads(path.read_text())
     bases, table = data.get("basis", {}), {}
     for name, basis in bases.items():
@@ -118,6 +127,26 @@ def load(path: Path = TABLE) -> dict[tuple[str, str, str, str], Tolerance]:
 def recorded(figure: float) -> float:
     """A measured error as the table records a worst case: to three significant digits."""
     return float(f"{figure:.3g}")
+
+
+def worst_passes(cases: Iterable[Mapping], fp64: Collection[str] = ()) -> dict[tuple[str, str, str, str],
+                                                                               dict[str, tuple[float, str]]]:
+    """The largest rel_l2 and max_abs/peak over the passes among ``cases`` (as results files hold them), by
+    tolerance key, each with the id of the case that gave it: ``{key: {"worst_rel_l2": (value, id),
+    "worst_max_abs": (value, id)}}``. The impls in ``fp64`` (the references) are keyed on the fp64 rows, as
+    the matrix judges them."""
+    worst: dict[tuple[str, str, str, str], dict[str, tuple[float, str]]] = {}
+    for case in cases:
+        if case["status"] != "pass" or "tolerance" not in case:
+            continue
+        dtype, matmul = ("fp64", "ieee") if case["impl"] in fp64 else (case["dtype"], case["matmul"])
+        for quantity, prefix in QUANTITY_FIELDS.items():
+            figures = worst.setdefault((case["impl"], dtype, matmul, quantity), {})
+            for figure, field in (("worst_rel_l2", f"{prefix}_rel_l2"),
+                                  ("worst_max_abs", f"{prefix}_max_abs_over_peak")):
+                if case[field] > figures.get(figure, (-1.0, ""))[0]:
+                    figures[figure] = (case[field], case["id"])
+    return worst
 
 
 def bases(path: Path = TABLE) -> dict[str, dict]:
