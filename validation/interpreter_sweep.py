@@ -10,7 +10,8 @@ non-finite allowance of the nonfinite_input regime, the table's row), in up to J
 the environment and every case's record, as a results file's cases are written. The worst of its passes, per
 tolerance key, is what the ``triton-interpreter`` rows of validation/tolerances.toml record (validation/
 test_tolerances.py recomputes it from the published file; validation/test_triton_interpreter.py runs those worst
-cases again). SIGINT or SIGTERM stop it as they stop the matrix: what finished is written, marked ``interrupted``.
+cases again). It exits 1 when a case failed or crashed (the file is written all the same). SIGINT or SIGTERM stop
+it as they stop the matrix: what finished is written, marked ``interrupted``, and it exits 128 + the signal's number.
 """
 
 from __future__ import annotations
@@ -116,12 +117,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{KIND}: {len(tasks)} runs ({len(tasks) // args.seeds} cases x seeds 0-{args.seeds - 1}) in up to "
           f"{args.jobs} processes", flush=True)
     env = environment()  # before the runs: a stopped sweep writes with it
-    start, finished = time.perf_counter(), []
+    start, finished = time.perf_counter(), iter(range(1, len(tasks) + 1))
 
-    def done(record: CaseRecord) -> None:
-        finished.append(record)
-        if len(finished) % 100 == 0:
-            print(f"{KIND}: {len(finished)} of {len(tasks)} done, {time.perf_counter() - start:.0f} s", flush=True)
+    def done(record: CaseRecord) -> None:  # called one record at a time (run_lanes)
+        if (n := next(finished)) % 100 == 0:
+            print(f"{KIND}: {n} of {len(tasks)} done, {time.perf_counter() - start:.0f} s", flush=True)
 
     stop = isolated.Stop()
     with stop.handling():

@@ -408,7 +408,7 @@ def _lanes(tasks: list[Task], jobs: int) -> list[list[Task]]:
 
 
 def run_lanes(tasks: list[Task], log, jobs: int, env: dict[str, str] | None = None, *,
-               stop: isolated.Stop | None = None, done=None, gpus: list[str] | None = None) -> list[CaseRecord]:
+              stop: isolated.Stop | None = None, done=None, gpus: list[str] | None = None) -> list[CaseRecord]:
     """Run the tasks in up to ``jobs`` children at once (each lane as ``_run_in_children`` runs it: a crash
     costs one case) and return their records in the order of ``tasks``; ``done`` and ``stop`` as there
     (``done`` is called from the lanes' threads, one at a time). The lanes spread over every visible GPU
