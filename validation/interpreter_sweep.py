@@ -27,7 +27,7 @@ from pathlib import Path
 
 from reference import ProblemSpec
 from validation import isolated
-from validation.matrix import Task, correctness_cases, run_lanes, stability_cases, takes, tiny
+from validation.matrix import Task, run_lanes, takes, tasks_for
 from validation.provenance import environment, now_iso
 from validation.results import write_json_atomic
 from validation.schema import CaseRecord
@@ -70,11 +70,9 @@ def sweep_tasks(seeds: range) -> list[Task]:
     the first tag that gives it (chunk64_fp16 and chunk256_fp16 shrink to one tiny case), then :func:`cases` in fp32
     and fp16 (the interpreter's bf16 is wrong: validation/test_triton_interpreter.py)."""
     matrix: dict[ProblemSpec, str] = {}
-    for suite_cases in (correctness_cases, stability_cases):
-        for tag, spec in suite_cases():
-            small = tiny(spec)
-            if takes(IMPL, f"{tag}_tiny", small):
-                matrix.setdefault(small, f"{tag}_tiny")
+    for task in (t for suite in ("correctness", "stability") for t in tasks_for(suite, (IMPL,))):
+        if takes(IMPL, task.tag, task.spec):
+            matrix.setdefault(task.spec, task.tag)
     tasks = []
     for seed in seeds:
         tasks += [_task(dataclasses.replace(spec, seed=seed), tag) for spec, tag in matrix.items()]

@@ -4,6 +4,7 @@ the row named."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from pathlib import Path
@@ -21,10 +22,16 @@ ROW = '[[row]]\nkey = ["a", "b", "c", "y"]\nrel_l2 = 4e-3\nmax_abs = 8e-3\nbasis
 SUITES = ("correctness", "stability", "benchmark")
 
 
+@functools.cache
+def _sweep_cases(path: str) -> tuple[dict, ...]:
+    """A published sweep file's cases, read once however many bases name it."""
+    return tuple(r.as_dict() for r in interpreter_sweep.load(ROOT / path))
+
+
 def _cases_of(basis: dict) -> list[dict]:
     """Every case of the measurements a basis names: its runs' suite files, or its sweep file."""
     if "sweep" in basis:
-        return [r.as_dict() for r in interpreter_sweep.load(ROOT / basis["sweep"])]
+        return list(_sweep_cases(basis["sweep"]))
     cases = []
     for run in basis["runs"]:
         files = [ROOT / run / "raw" / f"{suite}.json" for suite in SUITES]

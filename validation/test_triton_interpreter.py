@@ -57,14 +57,14 @@ ROWS = {tuple(r["key"]): (name, r) for name, b in bases().items() for r in b["ro
 def worst_cases() -> dict[tuple[tuple, str], tuple[str, ProblemSpec]]:
     """(row key, figure) -> (case id, spec) of the worst pass of that key in the published sweep the row's basis
     names, rebuilt from the sweep's own case list (a case id the sweep no longer makes is an error: the published
-    sweep would not be this code's)."""
+    sweep would not be this code's). Each sweep file is read once, whichever bases name it."""
     out = {}
-    for name in {name for name, _ in ROWS.values()}:
-        records = interpreter_sweep.load(ROOT / bases()[name]["sweep"])
+    for path in {bases()[name]["sweep"] for name, _ in ROWS.values()}:
+        records = interpreter_sweep.load(ROOT / path)
         specs = {t.case_id: t.spec for t in interpreter_sweep.sweep_tasks(range(max(r.seed for r in records) + 1))}
         worst = worst_passes(r.as_dict() for r in records)
-        for key, (basis, _) in ROWS.items():
-            if basis == name:
+        for key, (name, _) in ROWS.items():
+            if bases()[name]["sweep"] == path:
                 out.update({(key, figure): (worst[key][figure][1], specs[worst[key][figure][1]]) for figure in FIGURES})
     return out
 
