@@ -19,7 +19,7 @@ import os
 import re
 import stat
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import InitVar, dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType
@@ -356,8 +356,11 @@ class CaseRecord:
     measured: Mapping[str, Any] = field(default_factory=dict)
     # The order of the keys in the file the record was read from (from_dict); empty: _LEADING, measured, _TRAILING.
     key_order: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    # True only where the case as the file holds it has just passed check_results (ResultsDoc.from_payload): the
+    # checks below would repeat its case checks, two thirds of the time it takes to load a run.
+    _checked: InitVar[bool] = False
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, _checked: bool) -> None:
         check = _Checker("CaseRecord")
         if not isinstance(self.measured, Mapping):
             raise check.fail("measured", "a mapping of field names to values", self.measured)
@@ -370,8 +373,10 @@ class CaseRecord:
         # Prose a writer takes from elsewhere (a child's stderr, an exception's message, a compiler's log) may hold a
         # terminal's escape or a stray surrogate, which a file must not: written escaped, so that the case is recorded
         # rather than lost to a refusal. A name (id, impl, ...) is the suite's own: refused below if it holds one.
-        object.__setattr__(self, "reason", printable(self.reason))
-        object.__setattr__(self, "measured", MappingProxyType({k: printable(v) for k, v in self.measured.items()}))
+        if not _checked:  # a checked file's text holds none of them
+            object.__setattr__(self, "reason", printable(self.reason))
+        object.__setattr__(self, "measured", MappingProxyType(
+            dict(self.measured) if _checked else {k: printable(v) for k, v in self.measured.items()}))
         object.__setattr__(self, "key_order", tuple(self.key_order))
         if self.key_order:
             present = {k for k in CASE_FIELDS if getattr(self, k) is not None} | set(self.measured)
@@ -379,6 +384,8 @@ class CaseRecord:
                     not set(self.key_order) <= present | set(CASE_FIELDS):
                 raise check.fail("key_order", f"each of the record's keys once ({', '.join(sorted(present))})",
                                  self.key_order)
+        if _checked:
+            return
         case = jsonable(self.as_dict())
         check.deep_text("case", case)
         check.case("case", case)
@@ -395,7 +402,8 @@ class CaseRecord:
         return {key: value(key) for key in keys}
 
     @classmethod
-    def from_dict(cls, case: Mapping[str, Any], path: Path | str | None = None, where: str = "case") -> CaseRecord:
+    def from_dict(cls, case: Mapping[str, Any], path: Path | str | None = None, where: str = "case", *,
+                  _checked: bool = False) -> CaseRecord:
         """A case as a results file (or a child process's line) holds it; its keys keep their order. ``path`` and
         ``where`` (``cases[3]``): the file and the place a refusal names, as :func:`load_results` names them."""
         if path is not None:
@@ -404,7 +412,8 @@ class CaseRecord:
         if not isinstance(case, Mapping):
             raise _Checker("CaseRecord").fail("case", "an object", case)
         own = {"id": None, "impl": None, "status": None, **{k: v for k, v in case.items() if k in CASE_FIELDS}}
-        return cls(**own, measured={k: v for k, v in case.items() if k not in CASE_FIELDS}, key_order=tuple(case))
+        return cls(**own, measured={k: v for k, v in case.items() if k not in CASE_FIELDS}, key_order=tuple(case),
+                   _checked=_checked)
 
     def with_measured(self, **measured: Any) -> CaseRecord:
         """This record with ``measured`` fields added (after the others) or changed: e.g. a time taken later."""
@@ -509,7 +518,7 @@ class ResultsDoc:
         notes = data.get("notes")
         return cls(schema_version=data["schema_version"], suite=data["suite"], created=data["created"],
                    environment=data.get("environment") or {},
-                   cases=tuple(CaseRecord.from_dict(c) for c in data["cases"]),  # each checked above, named
+                   cases=tuple(CaseRecord.from_dict(c, _checked=True) for c in data["cases"]),  # checked above
                    suite_version=data.get("suite_version"), finished=data.get("finished"),
                    summary=data.get("summary"), notes=tuple(notes) if notes is not None else None,
                    extra={k: v for k, v in data.items() if k not in _HEADER})

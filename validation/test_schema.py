@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import signal
 from pathlib import Path
 
@@ -86,6 +87,31 @@ def test_an_invalid_record_is_refused_where_it_is_built(fields: dict, message: s
     with pytest.raises(SchemaError) as refused:
         CaseRecord(**{"id": "a", "impl": "cutile", "status": "pass", **fields})
     assert str(refused.value) == message
+
+
+@pytest.mark.parametrize("fields", [
+    dict(status="ok"), dict(status="fail"), dict(status="crashed", reason=""), dict(id=""), dict(impl=3),
+    dict(shape={"batch": 0}), dict(seed=-1), dict(dtype=16), dict(with_D="yes"), dict(y_rel_l2="small"),
+    dict(kernel_us={"median": "fast"}), dict(bytes=2**1001), dict(reason="a\x1b[31m red")])
+def test_a_file_holding_an_invalid_case_is_refused_by_the_file_check(fields: dict, tmp_path: Path) -> None:
+    """load_results builds its records without CaseRecord's own checks (check_results ran the same ones on the
+    file's cases just before): what the constructor refuses, the file check refuses too."""
+    path = _file(tmp_path, json.dumps(_header(cases=[{"id": "a", "impl": "cutile", "status": "pass", **fields}])))
+    with pytest.raises(SchemaError, match=r"^" + re.escape(str(path)) + r": (the file\.)?cases\[0\]"):
+        load_results(path, "compile")
+
+
+def test_a_loaded_record_is_the_record_the_checking_constructor_builds() -> None:
+    """The records load_results gives (built unchecked after the file check) equal, field for field and key order
+    included, those CaseRecord.from_dict builds with its own checks, for every case of every published file."""
+    for path in PUBLISHED:
+        doc, _ = load_results(path, path.stem)
+        payload = json.loads(path.read_text())
+        assert len(doc.cases) == len(payload["cases"]), path
+        for record, case in zip(doc.cases, payload["cases"], strict=True):
+            checked = CaseRecord.from_dict(case)
+            assert record == checked and record.key_order == checked.key_order, (path, case["id"])
+            assert type(record.measured) is type(checked.measured) and type(record.shape) is type(checked.shape)
 
 
 def test_a_dict_without_the_required_fields_is_refused_naming_them() -> None:
