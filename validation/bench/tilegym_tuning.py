@@ -6,7 +6,7 @@ configs) and keeps the choice only for the life of the process. While :func:`use
 ``exhaustive_search`` name inside ``tilegym.ops.cutile.mamba2`` is replaced by a lookup in a
 :class:`TuningStore`, keyed by device, tilegym, cuda-tile and tileiras versions, kernel and problem (each call of
 TileGym's ``mamba2_chunk_forward`` is marked with its problem, :func:`problem_of` its arguments). A choice
-stored before the key had the tileiras (every choice of the shipped table) serves under any tileiras, and its
+stored before the key had the tileiras (the shipped table's H200 choices) serves under any tileiras, and its
 decision says so. The modes:
 
 - ``tune``: a stored choice is used; otherwise TileGym's own search runs and its choice is stored.
@@ -15,7 +15,8 @@ decision says so. The modes:
 
 Choices are looked up in the user's store (``SSD_TILEGYM_TUNING``, else
 ``$XDG_CACHE_HOME/ssd-suite/tilegym-tuning.json``), then in the table shipped with the suite
-(``validation/bench/tilegym_tuned.json``, tuned on the lent H200). Every decision is logged, so the
+(``validation/bench/tilegym_tuned.json``: tuned on the lent H200s, and on an H100 at 4K-16K tokens x dstate 64,
+128 and 512). Every decision is logged, so the
 benchmark writes into its results which config each TileGym kernel ran with and where it came from.
 
     python -m validation.bench.tilegym_tuning show [FILE]           # the stored choices (default: the user's store)
@@ -153,7 +154,7 @@ class TuningStore:
         return {"format": FORMAT, "entries": [self.entries[k] for k in sorted(self.entries)]}
 
 
-# The tileiras of a choice stored before the key had it (every entry of the shipped table, tuned 2026-11-30).
+# The tileiras of a choice stored before the key had it (the shipped table's H200 entries, tuned 2026-11-30).
 UNRECORDED = "unrecorded"
 
 
