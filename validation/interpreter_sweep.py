@@ -1,10 +1,11 @@
 """The CPU sweep behind the Triton interpreter's tolerance rows: many seeds of every case the interpreter is judged on.
 
-    python -m validation.interpreter_sweep OUT_DIR [--seeds N] [--jobs J]
+    python -m validation.interpreter_sweep OUT_DIR [--seeds N] [--first-seed S] [--tags TAG ...] [--jobs J]
 
-For each seed 0..N-1 it runs every case the correctness and stability matrices give ``triton-interpreter``
-(their tiny variants, each once) and the cases of validation/test_triton_interpreter.py (:func:`cases`, below),
-each run and judged exactly as the matrix runs and judges a case (``validation.matrix``: the float64 oracle, the
+For each seed S..S+N-1 (S is 0 unless given) it runs every case the correctness and stability matrices give
+``triton-interpreter`` (their tiny variants, each once) and the cases of validation/test_triton_interpreter.py
+(:func:`cases`, below), or with ``--tags`` only those tags' cases, each run and judged exactly as the matrix runs and
+judges a case (``validation.matrix``: the float64 oracle, the
 non-finite allowance of the nonfinite_input regime, the table's row), in up to J child processes started under
 ``INTERPRETER_ENV``. It writes ``OUT_DIR/sweep.json`` (a new file, never one that exists): the command, the seeds,
 the environment and every case's record, as a results file's cases are written. The worst of its passes, per
@@ -33,7 +34,7 @@ from validation.results import write_json_atomic
 from validation.schema import CaseRecord
 from validation.triton_interpreter import INTERPRETER_ENV
 
-__all__ = ["FILE", "IMPL", "KIND", "cases", "load", "main", "sweep_tasks"]
+__all__ = ["FILE", "IMPL", "KIND", "cases", "load", "main", "sweep_tags", "sweep_tasks"]
 
 IMPL = "triton-interpreter"
 KIND = "interpreter-sweep"
@@ -65,10 +66,11 @@ def _task(spec: ProblemSpec, tag: str) -> Task:
     return Task(spec.case_id(IMPL, tag), tag, spec, IMPL)
 
 
-def sweep_tasks(seeds: range) -> list[Task]:
+def sweep_tasks(seeds: range, tags: frozenset[str] | None = None) -> list[Task]:
     """Every task of the sweep, seed by seed: the matrices' tiny cases the interpreter takes, each spec once under
     the first tag that gives it (chunk64_fp16 and chunk256_fp16 shrink to one tiny case), then :func:`cases` in fp32
-    and fp16 (the interpreter's bf16 is wrong: validation/test_triton_interpreter.py)."""
+    and fp16 (the interpreter's bf16 is wrong: validation/test_triton_interpreter.py); ``tags``: only the tasks of
+    those tags (:func:`sweep_tags` lists them)."""
     matrix: dict[ProblemSpec, str] = {}
     for task in (t for suite in ("correctness", "stability") for t in tasks_for(suite, (IMPL,))):
         if takes(IMPL, task.tag, task.spec):
@@ -77,7 +79,12 @@ def sweep_tasks(seeds: range) -> list[Task]:
     for seed in seeds:
         tasks += [_task(dataclasses.replace(spec, seed=seed), tag) for spec, tag in matrix.items()]
         tasks += [_task(spec, tag) for dtype in ("fp32", "fp16") for spec, tag in cases(dtype, seed)]
-    return tasks
+    return [t for t in tasks if t.tag in tags] if tags is not None else tasks
+
+
+def sweep_tags() -> list[str]:
+    """The tags of the sweep's tasks, in their order (a seed's tasks; ``--tags`` takes these)."""
+    return list(dict.fromkeys(t.tag for t in sweep_tasks(range(1))))
 
 
 def load(path: Path) -> list[CaseRecord]:
@@ -101,18 +108,31 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m validation.interpreter_sweep", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out_dir", type=Path, metavar="OUT_DIR", help=f"where {FILE} goes (made if missing)")
-    parser.add_argument("--seeds", type=int, default=20, help="seeds 0..N-1 of every case (default 20)")
+    parser.add_argument("--seeds", type=int, default=20, help="how many seeds of every case (default 20)")
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="the first seed: seeds S..S+N-1 (default 0; a basis of the tolerance table starts at 0, "
+                             "a sweep past it tests the table's margins)")
+    parser.add_argument("--tags", nargs="+", metavar="TAG", default=None,
+                        help="only the cases of these tags (default: all; a tag the sweep has not is refused, "
+                             "naming those it has)")
     parser.add_argument("--jobs", type=int, default=1, help="child processes at once (default 1)")
     args = parser.parse_args(argv)
     if args.seeds < 1:
         parser.error(f"--seeds must be >= 1; got {args.seeds}")
     if args.jobs < 1:
         parser.error(f"--jobs must be >= 1; got {args.jobs}")
+    if args.first_seed < 0:
+        parser.error(f"--first-seed must be >= 0; got {args.first_seed}")
+    known = sweep_tags()
+    unknown = [tag for tag in args.tags or () if tag not in known]
+    if unknown:
+        parser.error(f"--tags: {', '.join(unknown)} not among the sweep's tags ({', '.join(known)})")
     out = args.out_dir / FILE
     if out.exists():
         parser.error(f"{out} exists; name a new OUT_DIR")
-    tasks = sweep_tasks(range(args.seeds))
-    print(f"{KIND}: {len(tasks)} runs ({len(tasks) // args.seeds} cases x seeds 0-{args.seeds - 1}) in up to "
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    tasks = sweep_tasks(seeds, frozenset(args.tags) if args.tags else None)
+    print(f"{KIND}: {len(tasks)} runs ({len(tasks) // args.seeds} cases x seeds {seeds[0]}-{seeds[-1]}) in up to "
           f"{args.jobs} processes", flush=True)
     env = environment()  # before the runs: a stopped sweep writes with it
     start, finished = time.perf_counter(), iter(range(1, len(tasks) + 1))
@@ -129,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
         statuses[record.status] = statuses.get(record.status, 0) + 1
     command = shlex.join(["python", "-m", "validation.interpreter_sweep", *(sys.argv[1:] if argv is None else argv)])
     payload = {"kind": KIND, "created": now_iso(), "command": command,
-               "seeds": args.seeds, "seconds": round(time.perf_counter() - start, 1), "statuses": statuses,
+               "seeds": args.seeds, "first_seed": args.first_seed, "tags": args.tags,
+               "seconds": round(time.perf_counter() - start, 1), "statuses": statuses,
                "environment": env, "cases": [r.as_dict() for r in records]}
     if stop.signum is not None:
         payload["interrupted"] = stop.name

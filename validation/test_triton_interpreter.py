@@ -238,3 +238,19 @@ def test_the_sweep_never_writes_over_a_file(tmp_path: Path, capsys: pytest.Captu
         interpreter_sweep.main([str(tmp_path), "--seeds", "1"])
     assert stopped.value.code == 2 and "exists" in capsys.readouterr().err
     assert (tmp_path / interpreter_sweep.FILE).read_text() == "{}"
+
+
+def test_a_sweep_past_the_basis_takes_its_seeds_and_tags(capsys: pytest.CaptureFixture, tmp_path: Path) -> None:
+    """--first-seed and --tags: the seeds S..S+N-1 of the named tags' cases only; a tag the sweep has not, or a
+    negative first seed, is refused before anything runs, naming what it takes."""
+    tasks = interpreter_sweep.sweep_tasks(range(100, 103), frozenset({"bimodal_dt_fp32_tiny"}))
+    assert [(t.tag, t.spec.seed, t.spec.regime) for t in tasks] == [
+        ("bimodal_dt_fp32_tiny", seed, "bimodal_dt") for seed in (100, 101, 102)]
+    tags = interpreter_sweep.sweep_tags()
+    assert "bimodal_dt_fp32_tiny" in tags and "l37_prime" in tags and len(tags) == len(set(tags))
+    for args, message in ((["--tags", "bimodal", "l1_single_step"], "--tags: bimodal not among the sweep's tags ("),
+                          (["--first-seed", "-1"], "--first-seed must be >= 0; got -1")):
+        with pytest.raises(SystemExit) as stopped:
+            interpreter_sweep.main([str(tmp_path / "out"), *args])
+        assert stopped.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
