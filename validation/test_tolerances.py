@@ -29,9 +29,9 @@ def _sweep_cases(path: str) -> tuple[dict, ...]:
 
 
 def _cases_of(basis: dict) -> list[dict]:
-    """Every case of the measurements a basis names: its runs' suite files, or its sweep file."""
-    if "sweep" in basis:
-        return list(_sweep_cases(basis["sweep"]))
+    """Every case of the measurements a basis names: its runs' suite files, or its sweep files."""
+    if "sweeps" in basis:
+        return [case for path in basis["sweeps"] for case in _sweep_cases(path)]
     cases = []
     for run in basis["runs"]:
         files = [ROOT / run / "raw" / f"{suite}.json" for suite in SUITES]
@@ -42,19 +42,27 @@ def _cases_of(basis: dict) -> list[dict]:
 
 @pytest.mark.parametrize("name", [n for n, b in bases().items() if b["kind"] == "measured"])
 def test_a_measured_rows_worst_is_the_worst_of_the_measurements_its_basis_names(name: str) -> None:
-    """Recomputed from the named published files (runs' suite files, or a sweep file): each row of the basis
+    """Recomputed from the named published files (runs' suite files, or sweep files): each row of the basis
     records exactly the worst rel_l2 and max_abs/peak of its key's passes there (to the three digits it keeps), so
     the bounds, factor x those, rest on figures anyone can check."""
     basis = bases()[name]
     worst = worst_passes(_cases_of(basis), fp64=REFERENCES)
     for row in basis["rows"]:
         key = tuple(row["key"])
-        where = basis.get("runs", basis.get("sweep"))
+        where = basis.get("runs", basis.get("sweeps"))
         assert key in worst, f"{key}: no pass of this key in {where}"
         for figure, bound in (("worst_rel_l2", "rel_l2"), ("worst_max_abs", "max_abs")):
             value, case = worst[key][figure]
             assert row[figure] == recorded(value), f"{key}: {figure} {row[figure]}, {where}: {value:.3g} ({case})"
             assert value <= row[bound], key
+
+
+@pytest.mark.parametrize("name", [n for n, b in bases().items() if "sweeps" in b])
+def test_a_bases_sweep_files_share_no_case(name: str) -> None:
+    """Sweeps extend each other (other seeds, other tags), never repeat a case: a case in two files would be one
+    measurement counted twice."""
+    ids = [case["id"] for path in bases()[name]["sweeps"] for case in _sweep_cases(path)]
+    assert len(ids) == len(set(ids)), f"{name}: a case id in two of its sweep files"
 
 
 def test_every_row_states_its_basis_and_the_file_loads() -> None:
@@ -95,9 +103,12 @@ def _load_text(tmp_path: Path, text: str) -> dict:
     ('[basis.m]\nkind = "measured"\nwhy = "u"\nfactor = 4\n', "needs either runs"),
     ('[basis.m]\nkind = "measured"\nwhy = "u"\nruns = ["elsewhere/x"]\nwhat = "w"\nfactor = 4\n',
      "runs must be a non-empty list of reports/published/"),
-    ('[basis.m]\nkind = "measured"\nwhy = "u"\nsweep = "a CPU sweep, not published"\nwhat = "w"\nfactor = 4\n',
-     "sweep must be a reports/published/....json file"),
-    ('[basis.m]\nkind = "measured"\nwhy = "u"\nruns = ["reports/published/x"]\nsweep = "reports/published/s.json"\n'
+    ('[basis.m]\nkind = "measured"\nwhy = "u"\nsweeps = ["a CPU sweep, not published"]\nwhat = "w"\nfactor = 4\n',
+     "sweeps must be a non-empty list of reports/published/....json files"),
+    ('[basis.m]\nkind = "measured"\nwhy = "u"\nsweeps = "reports/published/s.json"\nwhat = "w"\nfactor = 4\n',
+     "sweeps must be a non-empty list"),
+    ('[basis.m]\nkind = "measured"\nwhy = "u"\nsweeps = []\nwhat = "w"\nfactor = 4\n', "sweeps must be a non-empty"),
+    ('[basis.m]\nkind = "measured"\nwhy = "u"\nruns = ["reports/published/x"]\nsweeps = ["reports/published/s.json"]\n'
      'what = "w"\nfactor = 4\n', "needs either runs"),
     (GOOD_BASIS.replace("factor = 4", "fixed = 1e-12"), "needs either factor"),
     (GOOD_BASIS.replace("factor = 4", "factor = 1"), "factor must be a number above 1"),

@@ -54,7 +54,7 @@ def _reason(basis: dict, row: dict) -> str:
     worst = f"rel_l2 {row['worst_rel_l2']:.3g}, max_abs/peak {row['worst_max_abs']:.3g}"
     case = f" ({row['worst_case']})" if "worst_case" in row else ""
     note = f"; {row['note']}" if "note" in row else ""
-    named = basis["runs"] if "runs" in basis else [basis["sweep"]]
+    named = basis["runs"] if "runs" in basis else basis["sweeps"]
     where = f"{basis['what']} ({', '.join(r.removeprefix(PUBLISHED_PREFIX) for r in named)})"
     bound = (f"a fixed {basis['fixed']:g}: {basis['fixed_why']}" if "fixed" in basis
              else f"{basis['factor']:g}x the worst, rounded up")
@@ -66,18 +66,18 @@ def _check_basis(path: Path, name: str, basis: dict) -> None:
         raise ValueError(f"{path}: basis {name!r} needs kind (one of {BASIS_KINDS}) and why")
     if basis["kind"] != "measured":
         return
-    runs, sweep = basis.get("runs"), basis.get("sweep")
-    if ("runs" in basis) == ("sweep" in basis):
-        raise ValueError(f"{path}: measured basis {name!r} needs either runs (published run directories) or sweep "
-                         "(a published interpreter sweep file)")
+    runs, sweeps = basis.get("runs"), basis.get("sweeps")
+    if ("runs" in basis) == ("sweeps" in basis):
+        raise ValueError(f"{path}: measured basis {name!r} needs either runs (published run directories) or sweeps "
+                         "(published interpreter sweep files)")
     if runs is not None and (not isinstance(runs, list) or not runs or "what" not in basis
                              or not all(isinstance(r, str) and r.startswith(PUBLISHED_PREFIX) for r in runs)):
         raise ValueError(f"{path}: measured basis {name!r}: runs must be a non-empty list of {PUBLISHED_PREFIX}... "
                          f"directories, with what (which of their cases count), got {runs!r}")
-    if sweep is not None and (not isinstance(sweep, str) or not sweep.startswith(PUBLISHED_PREFIX)
-                              or not sweep.endswith(".json") or "what" not in basis):
-        raise ValueError(f"{path}: measured basis {name!r}: sweep must be a {PUBLISHED_PREFIX}....json file, with "
-                         f"what (which of its cases count), got {sweep!r}")
+    if sweeps is not None and (not isinstance(sweeps, list) or not sweeps or "what" not in basis or not all(
+            isinstance(f, str) and f.startswith(PUBLISHED_PREFIX) and f.endswith(".json") for f in sweeps)):
+        raise ValueError(f"{path}: measured basis {name!r}: sweeps must be a non-empty list of "
+                         f"{PUBLISHED_PREFIX}....json files, with what (which of their cases count), got {sweeps!r}")
     if ("factor" in basis) == ("fixed" in basis) or ("fixed" in basis and "fixed_why" not in basis):
         raise ValueError(f"{path}: measured basis {name!r} needs either factor (bounds = factor x the worst) or "
                          "fixed with fixed_why")
@@ -102,7 +102,7 @@ def _check_measured_row(path: Path, key: tuple, basis: dict, row: dict) -> None:
 
 def load(path: Path = TABLE) -> dict[tuple[str, str, str, str], Tolerance]:
     """The table, checked: every row names a known basis; a measured basis names its measurements (published runs or
-    a published sweep file) and its rule (a factor over the worst, or a fixed bound with its reason), and each of its
+    published sweep files) and its rule (a factor over the worst, or a fixed bound with its reason), and each of its
     rows records both worst errors and bounds that follow that rule; any fault is a ``ValueError`` naming the file
     and the row. Whether the recorded worsts are those of the named measurements is validation/test_tolerances.py's
     to check."""
