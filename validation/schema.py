@@ -357,7 +357,7 @@ class CaseRecord:
     # The order of the keys in the file the record was read from (from_dict); empty: _LEADING, measured, _TRAILING.
     key_order: tuple[str, ...] = field(default=(), compare=False, repr=False)
     # True only where the case as the file holds it has just passed check_results (ResultsDoc.from_payload): the
-    # checks below would repeat its case checks, two thirds of the time it takes to load a run.
+    # checks below would repeat its case checks, more than half the time it takes to load a run.
     _checked: InitVar[bool] = False
 
     def __post_init__(self, _checked: bool) -> None:
