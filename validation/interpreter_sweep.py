@@ -71,15 +71,19 @@ def sweep_tasks(seeds: range, tags: frozenset[str] | None = None) -> list[Task]:
     the first tag that gives it (chunk64_fp16 and chunk256_fp16 shrink to one tiny case), then :func:`cases` in fp32
     and fp16 (the interpreter's bf16 is wrong: validation/test_triton_interpreter.py); ``tags``: only the tasks of
     those tags (:func:`sweep_tags` lists them)."""
+    def wanted(tag: str) -> bool:
+        return tags is None or tag in tags
+
     matrix: dict[ProblemSpec, str] = {}
     for task in (t for suite in ("correctness", "stability") for t in tasks_for(suite, (IMPL,))):
         if takes(IMPL, task.tag, task.spec):
             matrix.setdefault(task.spec, task.tag)
+    matrix = {spec: tag for spec, tag in matrix.items() if wanted(tag)}
     tasks = []
     for seed in seeds:
         tasks += [_task(dataclasses.replace(spec, seed=seed), tag) for spec, tag in matrix.items()]
-        tasks += [_task(spec, tag) for dtype in ("fp32", "fp16") for spec, tag in cases(dtype, seed)]
-    return [t for t in tasks if t.tag in tags] if tags is not None else tasks
+        tasks += [_task(spec, tag) for dtype in ("fp32", "fp16") for spec, tag in cases(dtype, seed) if wanted(tag)]
+    return tasks
 
 
 def sweep_tags() -> list[str]:
