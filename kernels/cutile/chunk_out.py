@@ -239,9 +239,8 @@ def _chunk_out_kernel(
     states: ct.Array,            # (batch, nheads, nchunks, headdim, dstate), (..., dstate, headdim) if STATES_T
     D: ct.Array,                 # (nheads,) fp32; unread unless HAS_D
     cbuf: ct.Array,              # (batch, nchunks, ngroups, CHUNK, CHUNK) fp32: C·Bᵀ per chunk; unread unless CB_BUFFER
-    seg_entry: ct.Array,         # (batch, nheads, nseg, headdim, dstate): E_s, or L_end(s) rounded to the states'
-                                 # dtype if SEG_FROM_END; unread unless SEG_CHUNKS
-    seg_end: ct.Array,           # (batch, nheads, 2, headdim, dstate) fp32: L_end(s); unread unless SEG_FROM_END
+    seg_entry: ct.Array,         # (batch, nheads, nseg, headdim, dstate): E_s, or L_end(s) if SEG_FROM_END; unread
+                                 # unless SEG_CHUNKS
     chunk_decay: ct.Array,       # (batch, nheads, nchunks) fp32: d_c; unread unless SEG_CHUNKS
     seg_decay: ct.Array,         # (batch, nheads, 2) fp32: D_s, each segment's total; unread unless SEG_FROM_END
     final_state: ct.Array,       # out (batch, nheads, headdim, dstate) fp32; written only if SEG_FROM_END
@@ -270,7 +269,7 @@ def _chunk_out_kernel(
     one head a program): ``states`` holds the segmented pass's local states L_c, completed here into the entry states
     h_c = L_c + exp2(d_c) E_s (segments of SEG_CHUNKS chunks) by one more product, C·E_sᵀ, before the C·L_cᵀ loop.
     SEG_FROM_END (exactly two segments, no initial state): ``seg_entry`` holds the segments' end states from zero,
-    L_end(s), in the states' dtype (``seg_end`` in fp32), so E_0 = 0 (segment 0's programs skip the product) and E_1 = L_end(0); and the programs of the first row
+    L_end(s), so E_0 = 0 (segment 0's programs skip the product) and E_1 = L_end(0); and the programs of the first row
     blocks write the final state exp2(D_1) L_end(0) + L_end(1), a (BLOCK_P, BLOCK_N) tile each: no scan launch; with
     HEAVY_FIRST the row blocks are taken last to first, so that segment 1's programs start first."""
     # Tensor-core operand dtypes: bf16/fp16 as they come (HGMMA on sm_90); fp32 is cast to tf32 on
@@ -296,7 +295,7 @@ def _chunk_out_kernel(
     group = head0 // (nheads // ngroups)
 
     if SEG_FROM_END:
-        _two_segments_final(seg_end, seg_decay, final_state, b, head0, p_tile, row_block, row_blocks, ntiles, BLOCK_P,
+        _two_segments_final(seg_entry, seg_decay, final_state, b, head0, p_tile, row_block, row_blocks, ntiles, BLOCK_P,
                             BLOCK_N)
     if CB_FIRST:
         # Whole chunks, one head a program: the diagonal block and its weights first (``_rows_out_cb_first``).
@@ -340,7 +339,7 @@ def _chunk_out_kernel(
                       ntiles, CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, SPLIT_DIAG, LATENCY, MMA_DTYPE)
 
 
-def _chunk_out_args(x, B, C, g, dtT, states, D, cbuf, seg_entry, seg_end, chunk_decay, seg_decay, final_state, y,
+def _chunk_out_args(x, B, C, g, dtT, states, D, cbuf, seg_entry, chunk_decay, seg_decay, final_state, y,
                     cfg: ChunkOutConfig, chunk_size: int, has_D: bool, cb_buffer: bool, states_t: bool, seg_chunks: int,
                     seg_from_end: bool) -> tuple:
     return (
@@ -353,7 +352,6 @@ def _chunk_out_args(x, B, C, g, dtT, states, D, cbuf, seg_entry, seg_end, chunk_
         D,
         cbuf,
         seg_entry,
-        seg_end,
         chunk_decay,
         seg_decay,
         final_state,
@@ -436,10 +434,8 @@ def chunk_out(x: torch.Tensor, B: torch.Tensor, C: torch.Tensor, g: torch.Tensor
             seg_entry, chunk_decay, seg_chunks = seg.entry, seg.chunk_decay, seg.seg_chunks
             from_end = seg.final_state is not None
             seg_decay, final_state = (seg.seg_decay, seg.final_state) if from_end else (chunk_decay, part[0, :1, :1])
-        seg_end = seg.seg_end if from_end else seg_entry[:1, :1, :1]  # unread unless from_end: a stand-in of its rank
-        args = _chunk_out_args(xs, Bs, Cs, gs, dts, part, D if has_D else A, cbuf, seg_entry, seg_end, chunk_decay,
-                               seg_decay, final_state, ys, cfg, chunk_size, has_D, cb_buffer, states_t, seg_chunks,
-                               from_end)
+        args = _chunk_out_args(xs, Bs, Cs, gs, dts, part, D if has_D else A, cbuf, seg_entry, chunk_decay, seg_decay,
+                               final_state, ys, cfg, chunk_size, has_D, cb_buffer, states_t, seg_chunks, from_end)
         launches.append(plan_launch(_chunk_out_kernel, grid, args, occupancy=cfg.occupancy,
                                     int64_everywhere=int64_everywhere))
     return launches, y

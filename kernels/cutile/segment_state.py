@@ -27,8 +27,8 @@ The states buffer then holds every chunk's true entry state, as the serial pass 
 chunk_out is the same for all. ``segment_state_local`` stops after the scan: chunk_out then completes each
 L_c as it reads it, by one more product C·E_sᵀ (E_s stored in the chunk states' dtype): the variant
 segmented-out (kernels.cutile.tuning._segmented_out says where it measured faster). In exactly two segments without
-an initial state it stops after the local walk: E_0 = 0 and E_1 = L_end(0), which chunk_out reads from the walk's end
-states (rounded to the chunk states' dtype; the fp32 ones for the final state), and chunk_out writes the final state (``SegmentCompletion``, ``scan_needed``). (An earlier rebuild inside
+an initial state it stops after the local walk: E_0 = 0 and E_1 = L_end(0), which chunk_out reads from the walk's fp32
+end states, and chunk_out writes the final state (``SegmentCompletion``, ``scan_needed``). (An earlier rebuild inside
 chunk_out, forming h_c as it loaded the states, measured 80-300 us slower per call there than this pass costs, on
 the H200. So did a second walk from each segment's entry that writes h_c directly, the chunk states then crossing
 memory once instead of three times: at 16384 tokens 270 vs 264 us for the whole forward at dstate 128 and 733 vs
@@ -53,10 +53,9 @@ class SegmentCompletion:
     a consumer that does so as it reads them (chunk_out).
 
     ``entry``: E_s in the chunk states' dtype, (batch, nheads, nseg, headdim, dstate), from the scan; or, for a
-    sequence in exactly two segments without an initial state (``final_state`` set), the local walk's segment end
-    states L_end(s) rounded to that dtype: then E_0 = 0, E_1 = L_end(0), and the consumer writes ``final_state`` as
-    exp2(D_1) L_end(0) + L_end(1) from ``seg_end`` (the same end states in fp32) and ``seg_decay`` (D_s, fp32
-    (batch, nheads, 2)): no scan launch.
+    sequence in exactly two segments without an initial state (``final_state`` set), the local walk's fp32 segment end
+    states L_end(s) themselves: then E_0 = 0, E_1 = L_end(0), and the consumer writes ``final_state`` as
+    exp2(D_1) L_end(0) + L_end(1) from ``seg_decay`` (D_s, fp32 (batch, nheads, 2)): no scan launch.
     ``chunk_decay``: d_c, fp32 (batch, nheads, nchunks). ``seg_chunks``: the chunks of a segment.
     """
 
@@ -65,7 +64,6 @@ class SegmentCompletion:
     seg_chunks: int
     seg_decay: torch.Tensor | None = None
     final_state: torch.Tensor | None = None
-    seg_end: torch.Tensor | None = None
 
 
 def _segment_scan_kernel(
@@ -237,27 +235,23 @@ def _segment_pass(x, B, g, dtT, initial_state, *, chunk_size: int, cfg: SegmentS
     chunk_decay = seg_decay if chunked else empty((batch, nheads, nchunks), dtype=torch.float32, device=dev)
     # Completed later by its consumer, E_s is rounded once to the chunk states' dtype, as h_c would be.
     entry_dtype = torch.float32 if complete else states.dtype
-    # Without the scan (two segments, no initial state) the local walk also writes each segment's end state in the
-    # chunk states' dtype, so that E_1 = L_end(0) feeds chunk_out's completion product as loaded: from fp32 end states,
-    # each program rounded the tile in registers and stored it back to shared memory before the product.
-    seg_entry = states if chunked else empty(seg_state.shape, dtype=entry_dtype, device=dev)
+    # Without the scan there is no E_s: the end states stand in for the entry the local walk never reads.
+    seg_entry = states if chunked else empty(seg_state.shape, dtype=entry_dtype, device=dev) if scan else seg_state
 
-    # The local walk starts from zero: seg_entry stands in for the entry it never reads, or without the scan takes the
-    # rounded end states (and, for segments of one chunk, states and chunk_decay stand in for the L_c = 0 and d_c = 0
-    # it does not store).
+    # The local walk starts from zero: seg_entry stands in for the entry it never reads (and, for segments of
+    # one chunk, states and chunk_decay for the L_c = 0 and d_c = 0 it does not store).
     local_args = walk_args(x, B, g, dtT, seg_entry=seg_entry, states=states, chunk_decay=chunk_decay,
                            seg_end=seg_state, seg_decay=seg_decay, chunk_size=chunk_size, block_p=cfg.block_p,
                            block_n=cfg.block_n, seg_chunks=K, from_entry=False, store_states=not chunked,
                            store_decay=not chunked, store_end=True, latency=cfg.latency, swap_ab=cfg.swap_ab,
                            unroll=cfg.unroll, scalar_latency=cfg.scalar_latency,
                            pre_weights=cfg.pre_weights, weigh_x=cfg.weigh_x, packed_weights=cfg.packed_weights,
-                           cumsum_out=cumsum_out, g_last=cfg.g_last, end_rounded=not scan)
+                           cumsum_out=cumsum_out, g_last=cfg.g_last)
     local = plan_launch(_state_pass_kernel, walk_grid(x, B, nseg, cfg.block_p, cfg.block_n), local_args,
                         occupancy=cfg.occupancy, int64_everywhere=int64_everywhere, worker_warps=cfg.worker_warps)
 
     if not scan:  # two segments, no initial state: the consumer reads the end states and writes the final state
-        return [local], states, final_state, SegmentCompletion(seg_entry, chunk_decay, K, seg_decay, final_state,
-                                                               seg_state)
+        return [local], states, final_state, SegmentCompletion(seg_state, chunk_decay, K, seg_decay, final_state)
     scan_launch = _plan_scan(seg_state, seg_decay, initial_state, seg_entry, final_state, scan_cfg, int64_everywhere)
     if chunked:
         return [local, scan_launch], states, final_state, None

@@ -169,8 +169,7 @@ def _state_pass_kernel(
     g: ct.Array,                 # (batch, nheads, nchunks * CHUNK) fp32, from chunk_cumsum; A (nheads,) if RAW_DT
     dtT: ct.Array,               # (batch, nheads, nchunks * CHUNK) fp32, from chunk_cumsum; dt (batch, seqlen, nheads)
                                  # if RAW_DT
-    seg_entry: ct.Array,         # (batch, nheads, nseg, headdim, dstate) fp32: each segment's entry; read if FROM_ENTRY;
-                                 # with END_ROUNDED written instead: each segment's end, in this array's dtype
+    seg_entry: ct.Array,         # (batch, nheads, nseg, headdim, dstate) fp32: each segment's entry; read if FROM_ENTRY
     states: ct.Array,            # out (batch, nheads, nchunks, headdim, dstate): each chunk's entry; if STORE_STATES
     chunk_decay: ct.Array,       # out (batch, nheads, nchunks) fp32: log2 decay since the segment start; if STORE_DECAY
     seg_end: ct.Array,           # out (batch, nheads, nseg, headdim, dstate) fp32: each segment's end; if STORE_END
@@ -196,7 +195,6 @@ def _state_pass_kernel(
     PREFIX: ct.Constant[bool],
     RAW_DT: ct.Constant[bool],
     G_LAST: ct.Constant[bool],
-    END_ROUNDED: ct.Constant[bool],
 ):
     """Grid (nseg * nheads * headdim/BLOCK_P * dstate/BLOCK_N, batch): one (BLOCK_P, BLOCK_N) tile of one
     head's state, carried in fp32 registers through the chunks of one segment, from the segment's entry
@@ -212,9 +210,7 @@ def _state_pass_kernel(
     from ``seg_entry``'s one entry state summed through the chunks before it (``_prefix_state``), and only the last
     segment stores the end state. RAW_DT: no cumsum launch before the walk; each chunk's cumsum is
     taken here from the caller's dt and A (``chunk_scalars``), the weights computed here (not PRE_WEIGHTS), and the
-    cumsum's buffers for chunk_out written here (``g_out``, ``dt_out``), each chunk once. END_ROUNDED (with
-    STORE_END, not FROM_ENTRY): each segment's end state also rounded once to ``seg_entry``'s dtype and stored there,
-    for a consumer that feeds it to a 16-bit matmul as loaded (chunk_out's completion product)."""
+    cumsum's buffers for chunk_out written here (``g_out``, ``dt_out``), each chunk once."""
     # bf16/fp16 operands run on the tensor cores as they are (HGMMA on sm_90); fp32 operands are cast
     # to tf32 on purpose: an fp32 ct.mma takes no tensor core path and spills.
     MMA_DTYPE = ct.static_eval(ct.tfloat32 if x.dtype == ct.float32 else x.dtype)
@@ -286,8 +282,6 @@ def _state_pass_kernel(
     elif STORE_END:
         ct.store(seg_end, (b, head, seg, t0, t1), h.reshape(SHAPE5), order=ORDER)
         ct.store(seg_decay, (b, head, seg), decay.reshape((1, 1, 1)))
-        if END_ROUNDED:
-            ct.store(seg_entry, (b, head, seg, t0, t1), h.reshape(SHAPE5).astype(seg_entry.dtype), order=ORDER)
 
 
 def walk_args(x, B, g, dtT, *, seg_entry, states, chunk_decay, seg_end, seg_decay, chunk_size: int, block_p: int,
@@ -295,12 +289,10 @@ def walk_args(x, B, g, dtT, *, seg_entry, states, chunk_decay, seg_end, seg_deca
               store_end: bool, latency: int, swap_ab: bool = False, states_t: bool = False, unroll: int = 1,
               scalar_latency: int | None = None, pre_weights: bool = False, weigh_x: bool = False,
               packed_weights: bool = False, prefix: bool = False,
-              cumsum_out: tuple[torch.Tensor, torch.Tensor] | None = None, g_last: bool = False,
-              end_rounded: bool = False) -> tuple:
+              cumsum_out: tuple[torch.Tensor, torch.Tensor] | None = None, g_last: bool = False) -> tuple:
     """``_state_pass_kernel``'s arguments, by name; a buffer a walk does not touch may be any array of its rank.
     ``cumsum_out``: ``g`` and ``dtT`` are the caller's A and dt, each chunk's cumsum taken in the walk and written to
-    these two buffers (chunk_cumsum's g and dtT, for chunk_out): the kernel's RAW_DT. ``end_rounded``: each segment's
-    end state also written to ``seg_entry`` in its dtype (END_ROUNDED), which the walk then does not read."""
+    these two buffers (chunk_cumsum's g and dtT, for chunk_out): the kernel's RAW_DT."""
     raw_dt = cumsum_out is not None
     if unroll not in (1, 2, 4) or seg_chunks % unroll:
         raise ValueError(f"_state_pass_kernel: unroll={unroll}; expected 1, 2 or 4, dividing seg_chunks={seg_chunks}")
@@ -310,13 +302,10 @@ def walk_args(x, B, g, dtT, *, seg_entry, states, chunk_decay, seg_end, seg_deca
     if g_last and not pre_weights:
         raise ValueError("_state_pass_kernel: g_last=True with pre_weights=False; a walk that weighs its chunks itself "
                          "needs each chunk's whole row of g")
-    if end_rounded and (from_entry or prefix or not store_end):
-        raise ValueError(f"_state_pass_kernel: end_rounded=True writes the end states into seg_entry; it needs "
-                         f"store_end=True, from_entry=False and prefix=False (got {store_end}, {from_entry}, {prefix})")
     g_out, dt_out = cumsum_out if raw_dt else (g, dtT)  # never written without RAW_DT
     return (x, B, g, dtT, seg_entry, states, chunk_decay, seg_end, seg_decay, g_out, dt_out, chunk_size, block_p,
             block_n, seg_chunks, from_entry, store_states, store_decay, store_end, swap_ab, states_t, latency, unroll,
-            scalar_latency or 0, pre_weights, weigh_x, packed_weights, prefix, raw_dt, g_last, end_rounded)
+            scalar_latency or 0, pre_weights, weigh_x, packed_weights, prefix, raw_dt, g_last)
 
 
 def walk_grid(x: torch.Tensor, B: torch.Tensor, nseg: int, block_p: int, block_n: int) -> tuple[int, int]:

@@ -289,7 +289,10 @@ def _segmented_out(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int
     32-wide tiles, which need no scan (segment_state.scan_needed): 48.3 against 49.4 and 49.1 us in two runs; two
     segments lost at every other point of 4096-16384 tokens x dstate 64-512 (e.g. 87.4 against 86.6 at 8192 x 64, 64.0
     against 57.4 at 4096 x 128; explore_cutile, 2026-12-03, reports/published/0.1.0+20261203T141100Z-3182d0c). With an
-    initial state the two segments need the scan (53.0 us at 4096 tokens), so below 64 chunks the serial walk stays."""
+    initial state the two segments need the scan (53.0 us at 4096 tokens), so below 64 chunks the serial walk stays.
+    At dstate 128 two segments lost also with segment 0's end state rounded by the walk for chunk_out's product (read
+    in fp32, each program had rounded it in registers): 66.3 against 62.8 us at 4096 tokens, 826.9 against 743.9 at
+    65536, on an H100 (explore_cutile, 2026-12-05, reports/published/0.1.0+20261205T135600Z-df360e8)."""
     nchunks = -(-dims.seqlen // chunk_size)
     if dtype not in (torch.bfloat16, torch.float16) or dims.dstate != 64 or chunk_size != 128 or nchunks < 32:
         return False
