@@ -584,3 +584,17 @@ def test_explore_cutile_refuses_an_unknown_only_prefix_and_an_unwritable_folder_
         explore_cutile.main([str(tmp_path / "a-file" / "new.json")])
     assert stop.value.code == 2 and "its folder cannot take it" in capsys.readouterr().err
     assert not (tmp_path / "new.json").exists()
+
+
+def test_explore_cutile_takes_a_batch_and_refuses_one_below_1(tmp_path, capsys) -> None:
+    from validation.bench import explore_cutile  # imports cuda.tile: every session that runs tests installs it
+
+    with pytest.raises(SystemExit) as stop:
+        explore_cutile.main([str(tmp_path / "new.json"), "--batch", "0"])
+    assert stop.value.code == 2 and "--batch" in capsys.readouterr().err
+    # Other batches plan their own candidates (the walk's tiles follow its program count), over which the --only check
+    # runs before any GPU work, on any machine.
+    with pytest.raises(SystemExit) as stop:
+        explore_cutile.main([str(tmp_path / "new.json"), "--batch", "1", "2", "--dstate", "128", "--only", "typo"])
+    assert stop.value.code == 2 and "--only typo: no candidate's name starts with it" in capsys.readouterr().err
+    assert not (tmp_path / "new.json").exists()

@@ -1,10 +1,11 @@
 """Explore our cuTile forward's tile choices on a GPU: each candidate gated on float64, then timed.
 
     python -m validation.bench.explore_cutile OUT.json [--seqlen 16384] [--dstate 128 512] [--chunk-size 128]
+        [--batch 4]
 
 Varies one stage's configuration at a time around the choosers' (``kernels.cutile.tuning.choose``), passed
-to the forward as its ``configs``, at the benchmark's shape (batch 4, 8 heads, headdim 64, 1 group, chunk 128
-unless ``--chunk-size``, bf16), plus each state pass
+to the forward as its ``configs``, at the benchmark's shape (batch 4 unless ``--batch``, 8 heads, headdim 64, 1 group,
+chunk 128 unless ``--chunk-size``, bf16), plus each state pass
 (variants ``serial-state``, ``segmented-state`` and ``chunked-state``) and both ways of building chunk_out's
 C·Bᵀ (``cb-inline``, ``cb-buffer``). For each candidate: its first call's seconds (compilation included, which
 the log also names before it starts), the correctness gate against
@@ -387,12 +388,12 @@ def _measure(call, spec: ProblemSpec, name: str, variant: str, cfgs: tuning.Conf
         y, state = call()
         torch.cuda.synchronize(device)
     except ct.TileError as err:  # a candidate the compiler refuses is a result, not a stop
-        return ({"seqlen": seqlen, "dstate": dstate, "candidate": name,
+        return ({"batch": spec.batch, "seqlen": seqlen, "dstate": dstate, "candidate": name,
                  "first_call_s": round(time.perf_counter() - start, 2),
                  "gate": f"did not compile: {type(err).__name__}: {str(err)[:300]}"}, "did not compile")
     first_call_s = round(time.perf_counter() - start, 2)
     verdict = judge("cutile", spec.dtype, IMPLS["cutile"].matmul[spec.dtype], y, state, y_ref, state_ref)
-    row = {"seqlen": seqlen, "dstate": dstate, "candidate": name, "variant": variant,
+    row = {"batch": spec.batch, "seqlen": seqlen, "dstate": dstate, "candidate": name, "variant": variant,
            **{f"{stage}_config": dataclasses.asdict(getattr(cfgs, stage)) for stage in _STAGES},
            "first_call_s": first_call_s, "gate": verdict.failures() or "pass",
            "y_rel_l2": verdict.record().get("y_rel_l2"), "state_rel_l2": verdict.record().get("state_rel_l2")}
@@ -414,6 +415,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dstate", nargs="+", type=dstate_arg, default=[128, 512])
     parser.add_argument("--chunk-size", type=int, choices=(64, 128, 256), default=POINT["chunk_size"],
                         help=f"the chunk size of every point (default: the benchmark's, {POINT['chunk_size']})")
+    parser.add_argument("--batch", nargs="+", type=positive_int, default=[POINT["batch"]],
+                        help=f"the batch of every point (default: the benchmark's, {POINT['batch']}); the state walk "
+                             "has a program per (batch, head, state tile), so its time against the batch says whether "
+                             "its chain or what its programs share bounds it")
     parser.add_argument("--reps", type=positive_int, default=10,
                         help="timed calls of each candidate, each after an L2 flush (default: 10)")
     parser.add_argument("--only", nargs="+", default=None,
@@ -430,8 +435,8 @@ def main(argv: list[str] | None = None) -> int:
     # The choosers' configuration for this GPU, as the forward picks it (without one, sm_90's, to check --only).
     major, minor = torch.cuda.get_device_capability() if HAS_CUDA else (9, 0)
     arch = f"sm_{major}{minor}"
-    specs = [ProblemSpec(seqlen=seqlen, dstate=dstate, **{**POINT, "chunk_size": args.chunk_size})
-             for seqlen in args.seqlen for dstate in args.dstate]
+    specs = [ProblemSpec(seqlen=seqlen, dstate=dstate, **{**POINT, "chunk_size": args.chunk_size, "batch": batch})
+             for batch in args.batch for seqlen in args.seqlen for dstate in args.dstate]
     if args.only:
         names = {c[0] for spec in specs for c in _candidates(spec, spec.torch_dtype, None, arch)}
         unmatched = [prefix for prefix in args.only if not any(name.startswith(prefix) for name in names)]
@@ -445,17 +450,17 @@ def main(argv: list[str] | None = None) -> int:
                      "is False)")
     rows, env = [], environment([0])
     for spec in specs:
-        seqlen, dstate = spec.seqlen, spec.dstate
+        point = f"b={spec.batch} l={spec.seqlen} n={spec.dstate}"
         inputs = spec.make_inputs("cuda")
         y_ref, state_ref = ssd_chunked(*inputs.as_args(), chunk_size=32)
         for name, variant, cfgs in _candidates(spec, inputs.x.dtype, args.only, arch):
             # Before the first call, which compiles: a candidate that holds the compiler is named on the way in.
-            print(f"l={seqlen} n={dstate} {name:<28} compiling, gating, timing", file=sys.stderr, flush=True)
+            print(f"{point} {name:<28} compiling, gating, timing", file=sys.stderr, flush=True)
             call = functools.partial(ssd_fwd_cutile_variant(variant, configs=cfgs), *inputs.as_args(),
                                      chunk_size=spec.chunk_size)
             row, shown = _measure(call, spec, name, variant, cfgs, inputs, y_ref, state_ref, args.reps, arch)
             rows.append(row)
-            print(f"l={seqlen} n={dstate} {name:<28} {shown}", file=sys.stderr, flush=True)
+            print(f"{point} {name:<28} {shown}", file=sys.stderr, flush=True)
             # after every candidate, so a run stopped from outside keeps every row it finished
             write_json_atomic(args.out, {"environment": env, "rows": rows}, overwrite=True)
     return 0
