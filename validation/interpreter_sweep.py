@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import shlex
 import signal
@@ -29,12 +30,12 @@ from pathlib import Path
 from reference import ProblemSpec
 from validation import isolated
 from validation.matrix import Task, run_lanes, takes, tasks_for
-from validation.provenance import environment, now_iso
+from validation.provenance import ROOT, environment, now_iso
 from validation.results import write_json_atomic
 from validation.schema import CaseRecord
 from validation.triton_interpreter import INTERPRETER_ENV
 
-__all__ = ["FILE", "IMPL", "KIND", "cases", "load", "main", "sweep_tags", "sweep_tasks"]
+__all__ = ["FILE", "IMPL", "KIND", "cases", "load", "main", "published", "sweep_tags", "sweep_tasks"]
 
 IMPL = "triton-interpreter"
 KIND = "interpreter-sweep"
@@ -100,6 +101,13 @@ def load(path: Path) -> list[CaseRecord]:
     if payload.get("interrupted"):
         raise ValueError(f"{path}: the sweep was interrupted ({payload['interrupted']}); its cases are not all there")
     return [CaseRecord.from_dict(case, path, f"cases[{i}]") for i, case in enumerate(payload["cases"])]
+
+
+@functools.cache
+def published(path: str) -> tuple[CaseRecord, ...]:
+    """The records of a published sweep file named as the tolerance table names it (relative to the repository),
+    read once a process however many bases and rows name it."""
+    return tuple(load(ROOT / path))
 
 
 def _unless_a_pass(line: str) -> None:

@@ -4,7 +4,6 @@ the row named."""
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 from pathlib import Path
@@ -22,16 +21,10 @@ ROW = '[[row]]\nkey = ["a", "b", "c", "y"]\nrel_l2 = 4e-3\nmax_abs = 8e-3\nbasis
 SUITES = ("correctness", "stability", "benchmark")
 
 
-@functools.cache
-def _sweep_cases(path: str) -> tuple[dict, ...]:
-    """A published sweep file's cases, read once however many bases name it."""
-    return tuple(r.as_dict() for r in interpreter_sweep.load(ROOT / path))
-
-
 def _cases_of(basis: dict) -> list[dict]:
     """Every case of the measurements a basis names: its runs' suite files, or its sweep files."""
     if "sweeps" in basis:
-        return [case for path in basis["sweeps"] for case in _sweep_cases(path)]
+        return [r.as_dict() for path in basis["sweeps"] for r in interpreter_sweep.published(path)]
     cases = []
     for run in basis["runs"]:
         files = [ROOT / run / "raw" / f"{suite}.json" for suite in SUITES]
@@ -61,7 +54,7 @@ def test_a_measured_rows_worst_is_the_worst_of_the_measurements_its_basis_names(
 def test_a_bases_sweep_files_share_no_case(name: str) -> None:
     """Sweeps extend each other (other seeds, other tags), never repeat a case: a case in two files would be one
     measurement counted twice."""
-    ids = [case["id"] for path in bases()[name]["sweeps"] for case in _sweep_cases(path)]
+    ids = [r.id for path in bases()[name]["sweeps"] for r in interpreter_sweep.published(path)]
     assert len(ids) == len(set(ids)), f"{name}: a case id in two of its sweep files"
 
 

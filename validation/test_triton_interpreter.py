@@ -27,7 +27,6 @@ from reference import ProblemSpec
 from validation import interpreter_sweep, isolated
 from validation.interpreter_sweep import IMPL, cases
 from validation.matrix import takes, tasks_for
-from validation.provenance import ROOT
 from validation.schema import QUANTITY_FIELDS
 from validation.tolerances import bases, recorded, tolerance_for, worst_passes
 from validation.triton_interpreter import INTERPRETER_ENV
@@ -54,19 +53,13 @@ ROWS = {tuple(r["key"]): (name, r) for name, b in bases().items() for r in b["ro
 
 
 @functools.cache
-def _sweep_records(path: str) -> tuple:
-    """A published sweep file's records, read once however many rows name it."""
-    return tuple(interpreter_sweep.load(ROOT / path))
-
-
-@functools.cache
 def worst_cases() -> dict[tuple[tuple, str], tuple[str, ProblemSpec]]:
     """(row key, figure) -> (case id, spec) of the worst pass of that key over the published sweeps the row's basis
     names, the spec rebuilt from the sweep's own task list at that case's seed and tag (a case id the sweep no longer
     makes is an error: the published sweep would not be this code's)."""
     out = {}
     for name in {name for name, _ in ROWS.values()}:  # each basis's worsts taken once, for all its rows
-        records = {r.id: r for path in bases()[name]["sweeps"] for r in _sweep_records(path)}
+        records = {r.id: r for path in bases()[name]["sweeps"] for r in interpreter_sweep.published(path)}
         worst = worst_passes(r.as_dict() for r in records.values())
         for key in (key for key, (basis, _) in ROWS.items() if basis == name):
             for figure in FIGURES:
