@@ -64,9 +64,15 @@ def worst_cases() -> dict[tuple[tuple, str], tuple[str, ProblemSpec]]:
         for key in (key for key, (basis, _) in ROWS.items() if basis == name):
             for figure in FIGURES:
                 case = records[worst[key][figure][1]]
-                tasks = interpreter_sweep.sweep_tasks(range(case.seed, case.seed + 1), frozenset({case.tag}))
-                out[(key, figure)] = (case.id, {t.case_id: t.spec for t in tasks}[case.id])
+                out[(key, figure)] = (case.id, _sweep_specs(case.seed, case.tag)[case.id])
     return out
+
+
+@functools.cache
+def _sweep_specs(seed: int, tag: str) -> dict[str, ProblemSpec]:
+    """The sweep's own specs at one seed and tag, by case id: built once however many (row, figure) pairs share
+    that case."""
+    return {t.case_id: t.spec for t in interpreter_sweep.sweep_tasks(range(seed, seed + 1), frozenset({tag}))}
 
 
 def run_in_interpreter(cases: dict[str, ProblemSpec], workdir: Path) -> dict[str, dict]:
