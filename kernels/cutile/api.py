@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import cuda.tile as ct
 import torch
 
@@ -10,6 +12,7 @@ from kernels.cutile._launch import Launch
 from kernels.cutile.chunk_cumsum import chunk_cumsum, cumsum_buffers
 from kernels.cutile.chunk_out import chunk_out
 from kernels.cutile.limits import LIMITS
+from kernels.cutile.recipe import Layout, Recipe, layout, meta_like, record
 from kernels.cutile.segment_out import segment_out
 from kernels.cutile.segment_state import scan_needed, segment_state, segment_state_local
 from kernels.cutile.state_pass import state_dtype, state_pass
@@ -317,12 +320,37 @@ def launch_names(x, dt, A, B, C, D=None, initial_state=None, *, chunk_size: int 
     return [launch.kernel._pyfunc.__name__ for launch in launches]
 
 
+@functools.lru_cache(maxsize=256)
+def _recipe(layouts: tuple[Layout, ...], chunk_size: int, arch: str, variant: Variant,
+            configs: Configs | None) -> Recipe | None:
+    """The plan for inputs of these layouts (``recipe.layout``: sizes, strides, dtypes), made once on meta tensors
+    (``recipe.record``; None where it cannot be replayed). A plan refused (a caller's configuration or a grid that does
+    not fit) raises here, and is tried again on the next call, which raises the same."""
+    meta = [meta_like(lay) for lay in layouts]
+    dims = _check(*meta, chunk_size, launching=False)
+    return record(lambda: _plan(*meta, dims, chunk_size=chunk_size, arch=arch, variant=variant, configs=configs), meta)
+
+
+@functools.cache
+def _arch(device: torch.device) -> str:
+    major, minor = torch.cuda.get_device_capability(device)
+    return f"sm_{major}{minor}"
+
+
 def _forward(x, dt, A, B, C, D, initial_state, chunk_size: int, variant: Variant, configs: Configs | None = None):
     dims = _check(x, dt, A, B, C, D, initial_state, chunk_size, launching=True)
-    major, minor = torch.cuda.get_device_capability(x.device)
-    # Every check, the configurations' and the grids' included, is done before the first launch.
-    launches, y, final_state = _plan(x, dt, A, B, C, D, initial_state, dims, chunk_size=chunk_size,
-                                     arch=f"sm_{major}{minor}", variant=variant, configs=configs)
+    arch = _arch(x.device)
+    # Every check, the configurations' and the grids' included, is done before the first launch. The plan depends on
+    # the inputs' layouts alone: made once per layout (``_recipe``), replayed on these tensors with fresh buffers.
+    if configs is not None:
+        check_configs(configs, dims, chunk_size)  # a configs that is no Configs is refused by name, not by the cache
+    inputs = (x, dt, A, B, C, D, initial_state)
+    recipe = _recipe(tuple(layout(t) for t in inputs), chunk_size, arch, variant, configs)
+    if recipe is None:
+        launches, y, final_state = _plan(*inputs, dims, chunk_size=chunk_size, arch=arch, variant=variant,
+                                         configs=configs)
+    else:
+        launches, y, final_state = recipe.replay(inputs, x.device)
     with torch.cuda.device(x.device):
         stream = torch.cuda.current_stream()
         for launch in launches:
