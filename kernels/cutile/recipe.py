@@ -49,9 +49,9 @@ class Recipe:
     launches: tuple[tuple[object, tuple[int, ...], tuple], ...]   # (kernel, grid, args with Refs for tensors)
     outputs: tuple[Ref, ...]
 
-    def replay(self, inputs: Sequence[torch.Tensor | None], device: torch.device) -> tuple[list[Launch], ...]:
+    def replay(self, inputs: Sequence[torch.Tensor | None], device: torch.device) -> tuple:
         """The plan's launches and outputs for these inputs (of the recipe's layout), its buffers allocated on
-        ``device``: ``(launches, *outputs)``."""
+        ``device``: ``(launches, *outputs)``, as the plan returned them."""
         roots = [*inputs, *(alloc.empty(shape, dtype=dtype, device=device) for shape, dtype in self.buffers)]
 
         def tensor(ref: Ref) -> torch.Tensor:
@@ -85,10 +85,10 @@ def record(plan: Callable[[], tuple], inputs: Sequence[torch.Tensor | None]) -> 
     steps = []
     for launch in launches:
         args = tuple(ref(a) if isinstance(a, torch.Tensor) else a for a in launch.args)
-        if any(r is None for r, a in zip(args, launch.args, strict=True) if isinstance(a, torch.Tensor)):
+        if None in args:  # no argument is None but a tensor that has no reference
             return None
         steps.append((launch.kernel, tuple(launch.grid), args))
     out_refs = tuple(ref(t) for t in outputs)
-    if any(r is None for r in out_refs):
+    if None in out_refs:
         return None
     return Recipe(tuple((tuple(b.shape), b.dtype) for b in buffers), tuple(steps), out_refs)
