@@ -38,13 +38,13 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
 
 from reference import ProblemSpec
-from reference.checks import DomainError
+from reference.checks import DomainError, domain_checked
 from reference.regimes import OUTSIDE_MAMBA
 from validation import isolated
 from validation.gpu import (
@@ -78,9 +78,13 @@ def _spec(tag: str, base: dict = BASE, **change: object) -> Case:
     return tag, ProblemSpec(**{**base, **change})
 
 
+# The correctness case whose forward is captured in a CUDA graph and replayed (``_graph_replay``).
+GRAPH_TAG = "cuda_graph_replay"
+
+
 def correctness_cases() -> list[Case]:
     """Every kind of input a user may pass: lengths, chunk sizes x dtypes, headdims, dstates, groups, D,
-    initial state, views, and a tensor past 2**31 elements."""
+    initial state, views, and a tensor past 2**31 elements; and the base case's forward captured in a CUDA graph."""
     cases = [_spec("base")]
     cases += [_spec(f"l{n}_{why}", seqlen=n) for n, why in
               ((1, "single_step"), (63, "one_short_of_chunk"), (127, "one_short_of_chunk"), (128, "one_chunk"),
@@ -100,6 +104,10 @@ def correctness_cases() -> list[Case]:
     # Past 2**31 elements in x (and y): int64 indexing. 2**21 + 1 tokens x 16 heads x 64 > 2**31.
     cases += [_spec("x_past_2pow31_elements", batch=1, seqlen=2**21 + 1, nheads=16, headdim=64, ngroups=1,
                     dstate=16, chunk_size=256)]
+    # The forward captured in a CUDA graph and replayed (``_graph_replay``), with an initial state, at whole chunks
+    # (TileGym's). Last, so that the Triton interpreter, which takes each distinct tiny input once, keeps that input
+    # under the initial-state case's tag.
+    cases += [_spec(GRAPH_TAG, with_initial_state=True, seqlen=1024)]
     return cases
 
 
@@ -176,6 +184,9 @@ def _record(task: Task, status: Status, reason: str | None = None, *, oracle: st
 def why_not(task: Task) -> tuple[Status, str] | None:
     """(status, reason) when the task will not run; None when it will."""
     impl = IMPLS[task.impl]
+    if task.tag == GRAPH_TAG and task.impl in REFERENCES:
+        return "unsupported", (f"{task.impl} is a float64 oracle in torch, not a forward a caller captures in a CUDA "
+                               "graph; the case is for the GPU forwards")
     if task.impl in REFERENCES and task.spec.seqlen > RECURRENT_MAX_SEQLEN:
         return "unsupported", (f"beyond {RECURRENT_MAX_SEQLEN} tokens the oracle is the float64 chunked reference"
                                " itself, so it cannot be judged here (test_reference.py checks it at 64K)")
@@ -204,6 +215,28 @@ def _nonfinite_allowance(spec: ProblemSpec, y_ref: torch.Tensor) -> torch.Tensor
     return allowed
 
 
+def _graph_replay(fn, spec: ProblemSpec, inputs, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """``fn`` as a caller who captures it in a CUDA graph runs it: called once on a side stream (compiling, tuning),
+    captured on inputs of the same layout holding other values (the next seed's), then replayed after the case's
+    own values are copied into those very tensors. The capture runs inside ``domain_checked``, since the domain
+    check's host synchronisation cannot be captured; the case's values lie in the domain too."""
+    static = replace(spec, seed=spec.seed + 1).make_inputs(device).as_args()
+    with domain_checked(static[1], static[2], who="matrix"):
+        side = torch.cuda.Stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):
+            fn(*static, chunk_size=spec.chunk_size)
+        torch.cuda.current_stream(device).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            y, state = fn(*static, chunk_size=spec.chunk_size)
+    for held, value in zip(static, inputs.as_args(), strict=True):
+        if held is not None:
+            held.copy_(value)
+    graph.replay()
+    return y, state
+
+
 def _run_task(task: Task, cache: dict) -> dict[str, object]:
     """The task's case (a CaseRecord, checked) as it crosses to the parent: its JSON form."""
     from kernels.alloc import poisoned
@@ -222,7 +255,10 @@ def _run_task(task: Task, cache: dict) -> dict[str, object]:
     start = time.perf_counter()
     try:
         with poisoned():  # the Triton adapter takes the CPU under the interpreter itself (its device shim)
-            y, state = fn(*inputs.as_args(), chunk_size=spec.chunk_size)
+            if task.tag == GRAPH_TAG:
+                y, state = _graph_replay(fn, spec, inputs, device)
+            else:
+                y, state = fn(*inputs.as_args(), chunk_size=spec.chunk_size)
     except DomainError as refusal:  # values outside its domain (docs/design.md, "Input contract"): a clean refusal
         return _record(task, "unsupported", str(refusal), oracle=cache["oracle"],
                        first_call_s=time.perf_counter() - start).as_dict()
