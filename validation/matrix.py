@@ -84,7 +84,8 @@ GRAPH_TAG = "cuda_graph_replay"
 
 def correctness_cases() -> list[Case]:
     """Every kind of input a user may pass: lengths, chunk sizes x dtypes, headdims, dstates, groups, D,
-    initial state, views, and a tensor past 2**31 elements; and the base case's forward captured in a CUDA graph."""
+    initial state, views, and a tensor past 2**31 elements; and one case whose forward is captured in a CUDA graph and
+    replayed (``GRAPH_TAG``)."""
     cases = [_spec("base")]
     cases += [_spec(f"l{n}_{why}", seqlen=n) for n, why in
               ((1, "single_step"), (63, "one_short_of_chunk"), (127, "one_short_of_chunk"), (128, "one_chunk"),
