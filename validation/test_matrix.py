@@ -314,3 +314,18 @@ def test_the_registry_and_the_tilegym_adapter_refuse_the_same_sizes(monkeypatch:
     for tag, spec in matrix.correctness_cases() + matrix.stability_cases():
         reason = IMPLS["tilegym"].unsupported_reason(spec)
         assert reason is None or "multiple of chunk_size" in reason, (tag, reason)
+
+
+def test_the_cuda_graph_case_is_the_gpu_forwards_and_leaves_the_interpreters_tags_alone() -> None:
+    # The references are the oracle in torch, not forwards a caller captures: unsupported, with the reason. The Triton
+    # interpreter takes each distinct tiny input once, and the graph case's is the initial-state case's: the latter's
+    # tag stays, and no interpreter case is named after a graph it does not run.
+    tasks = matrix.tasks_for("correctness", matrix.SUITE_IMPLS["correctness"])
+    graph = {t.impl: t for t in tasks if t.tag == matrix.GRAPH_TAG}
+    assert set(graph) == {"cutile", "triton", "tilegym", "reference-chunked"}
+    status, reason = matrix.why_not(graph["reference-chunked"])
+    assert status == "unsupported" and "float64 oracle" in reason
+    assert all(matrix.why_not(graph[impl]) != ("unsupported", reason) for impl in ("cutile", "triton", "tilegym"))
+    interpreter_tags = [t.tag for t in tasks if t.impl == "triton-interpreter"]
+    assert "initial_state_tiny" in interpreter_tags
+    assert not any(tag.startswith(matrix.GRAPH_TAG) for tag in interpreter_tags)
