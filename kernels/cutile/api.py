@@ -314,8 +314,8 @@ def launch_names(x, dt, A, B, C, D=None, initial_state=None, *, chunk_size: int 
     launched). The inputs are checked as the forward checks them (``plan_forward``), values aside."""
     variant_ = _variant(variant)
     # Anything but a tensor goes to the checks as it came, which name it.
-    meta = [torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta").requires_grad_(t.requires_grad)
-            if isinstance(t, torch.Tensor) else t for t in (x, dt, A, B, C, D, initial_state)]
+    meta = [meta_like(layout(t)).requires_grad_(t.requires_grad) if isinstance(t, torch.Tensor) else t
+            for t in (x, dt, A, B, C, D, initial_state)]
     launches, _, _ = plan_forward(*meta, chunk_size=chunk_size, arch=arch, variant=variant_, configs=configs)
     return [launch.kernel._pyfunc.__name__ for launch in launches]
 
@@ -342,8 +342,8 @@ def _forward(x, dt, A, B, C, D, initial_state, chunk_size: int, variant: Variant
     arch = _arch(x.device)
     # Every check, the configurations' and the grids' included, is done before the first launch. The plan depends on
     # the inputs' layouts alone: made once per layout (``_recipe``), replayed on these tensors with fresh buffers.
-    if configs is not None:
-        check_configs(configs, dims, chunk_size)  # a configs that is no Configs is refused by name, not by the cache
+    if configs is not None and not isinstance(configs, Configs):
+        check_configs(configs, dims, chunk_size)  # refuses it by name before the cache sees it; the rest: the plan's
     inputs = (x, dt, A, B, C, D, initial_state)
     recipe = _recipe(tuple(layout(t) for t in inputs), chunk_size, arch, variant, configs)
     if recipe is None:
