@@ -337,3 +337,51 @@ def test_exports_assume_what_a_launch_on_the_gpu_assumes() -> None:
                                        f"launch {_assumed(d)}")
     assert compared, "no class small enough to compare"
     assert not differences, "\n".join(differences[:20])
+
+
+def _export_walk(spec, wide_loads: bool, path: Path) -> Path:
+    """Export the serial walk of one class with ``wide_loads`` set as given, the rest the choosers' (in a worker
+    process: kernel objects do not pickle)."""
+    import dataclasses
+
+    import cuda.tile as ct
+    from cuda.tile.compilation import CallingConvention, KernelSignature, export_kernel
+
+    from kernels.cutile.api import plan_forward
+    from kernels.cutile.export import _constraint, meta_inputs
+    from kernels.cutile.tuning import choose
+
+    base = choose("sm_90", spec.dims, spec.dtype, spec.chunk_size)
+    configs = dataclasses.replace(base, state_pass=dataclasses.replace(base.state_pass, wide_loads=wide_loads))
+    planned, _, _ = plan_forward(*meta_inputs(spec), chunk_size=spec.chunk_size, arch="sm_90", configs=configs)
+    [walk] = [la for la in planned if la.kernel._pyfunc.__name__ == "_state_pass_kernel"]
+    params = [_constraint(a, ct.int32) for a in walk.args]
+    signature = KernelSignature(params, CallingConvention.cutile_python_v1()).with_mangled_symbol("_state_pass_kernel")
+    export_kernel(walk.kernel, [signature], str(path), gpu_code="sm_90", output_format="cubin")
+    return path
+
+
+def test_the_walk_with_wide_loads_waits_on_fewer_barriers_on_sm90(tmp_path) -> None:
+    """``StatePassConfig.wide_loads`` (an explore candidate, not a default): a step's two chunks read by one load per
+    array. At the benchmark's 4096-token points of dstate 128 (the walk unswapped) and 512 (swapped) its sm_90 export
+    must still run the matmuls on HGMMA with shared-memory operands as the default does, spill nothing, and wait on
+    fewer barriers, which is what the setting is for."""
+    import torch
+
+    from kernels.cutile.export import CLASSES_BY_ARCH
+
+    _require_cuda_tile()
+    points = [s for s in CLASSES_BY_ARCH["sm_90"] if s.dtype == torch.bfloat16 and s.chunk_size == 128
+              and (s.dims.batch, s.dims.headdim, s.dims.ngroups) == (4, 64, 1) and s.dims.dstate in (128, 512)]
+    assert len(points) == 2, [s.name for s in points]
+    with isolated.Pool(2, env={"CUDA_TILE_CACHE_DIR": "off"}) as pool:
+        futures = {(spec.dims.dstate, wide): pool.submit(_export_walk, spec, wide,
+                                                         tmp_path / f"{spec.name}-{wide}.cubin")
+                   for spec in points for wide in (False, True)}
+        sass = {key: _dump(future.result(), "-sass") for key, future in futures.items()}
+    for dstate in (128, 512):
+        default, wide = sass[(dstate, False)], sass[(dstate, True)]
+        assert re.search(r"HGMMA\.\S+ R\d+, R\d+, gdesc", wide), f"dstate {dstate}: no HGMMA with a shared operand"
+        assert not re.findall(r"\bSTL\b", wide), f"dstate {dstate}: the wide walk spills"
+        waits = [len(re.findall(r"SYNCS\.PHASECHK", s)) for s in (default, wide)]
+        assert waits[1] < waits[0], f"dstate {dstate}: barrier waits default {waits[0]}, wide {waits[1]}"

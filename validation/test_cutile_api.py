@@ -521,6 +521,37 @@ def test_settings_measured_slower_refuse_what_they_cannot_run_instead_of_droppin
         cutile_api.plan_forward(*meta_inputs(spec), chunk_size=128, arch="sm_90", configs=own)
 
 
+def _walk_flag(launches, name: str):
+    """The value of the walk kernel's compile-time parameter ``name`` in a plan's (only) state-pass launch."""
+    [walk] = [la for la in launches if la.kernel._pyfunc.__name__ == "_state_pass_kernel"]
+    return walk.args[list(inspect.signature(walk.kernel._pyfunc).parameters).index(name)]
+
+
+def test_wide_loads_reach_the_walk_where_a_step_has_chunks_to_share_a_load_and_are_refused_elsewhere() -> None:
+    # One load per array for a step's UNROLL chunks: the serial walk (dstate 128) and the segmented pass's local walk
+    # (dstate 64, two segments) take it; a walk of one chunk a step, one that takes the cumsum itself or loads g's last
+    # element alone has nothing to share and refuses it by name instead of running without it.
+    for dstate, stage in ((128, "state_pass"), (64, "segment_state")):
+        spec = SpecClass(SSDDims(4, 4096, 8, 64, 1, dstate), torch.bfloat16, 128, True, False)
+        base = tuning.choose("sm_90", spec.dims, torch.bfloat16, 128)
+        walk = getattr(base, stage)
+        assert walk.unroll == 2 and not walk.wide_loads
+        for wide in (False, True):
+            configs = dataclasses.replace(base, **{stage: dataclasses.replace(walk, wide_loads=wide)})
+            launches, _, _ = cutile_api.plan_forward(*meta_inputs(spec), chunk_size=128, arch="sm_90", configs=configs)
+            assert _walk_flag(launches, "WIDE_LOADS") is wide and _walk_flag(launches, "UNROLL") == 2
+    spec = SpecClass(SSDDims(4, 4096, 8, 64, 1, 128), torch.bfloat16, 128, True, False)
+    base = tuning.choose("sm_90", spec.dims, torch.bfloat16, 128)
+    for change, named in (({"unroll": 1}, "unroll=1"), ({"g_last": True}, "g_last=True")):
+        configs = dataclasses.replace(base, state_pass=dataclasses.replace(base.state_pass, wide_loads=True, **change))
+        with pytest.raises(ValueError, match=rf"wide_loads=True with .*{named}"):
+            cutile_api.plan_forward(*meta_inputs(spec), chunk_size=128, arch="sm_90", configs=configs)
+    raw = dataclasses.replace(base, state_pass=dataclasses.replace(base.state_pass, wide_loads=True, pre_weights=False))
+    with pytest.raises(ValueError, match=r"wide_loads=True with .*raw_dt=True"):
+        cutile_api.plan_forward(*meta_inputs(spec), chunk_size=128, arch="sm_90", configs=raw,
+                                variant=VARIANTS["cumsum-in-kernels"])
+
+
 def test_launch_names_are_the_plan_of_the_variant_on_meta_tensors() -> None:
     # What the benchmark names our per-kernel times by: the default at dstate 64 past 128 chunks (for bf16 at the
     # benchmark's batch 4 and 8 heads, the segmented pass completed in chunk_out; segmented with its completion launch

@@ -163,7 +163,8 @@ def segment_entries(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torc
                            block_n=cfg.block_n, seg_chunks=seg_chunks, from_entry=False, store_states=False,
                            store_decay=False, store_end=True, latency=cfg.latency, swap_ab=cfg.swap_ab,
                            unroll=cfg.unroll if seg_chunks % cfg.unroll == 0 else 1,
-                           scalar_latency=cfg.scalar_latency, packed_weights=cfg.packed_weights)
+                           scalar_latency=cfg.scalar_latency, packed_weights=cfg.packed_weights,
+                           wide_loads=cfg.wide_loads and cfg.unroll > 1 and seg_chunks % cfg.unroll == 0)
     local = plan_launch(_state_pass_kernel, walk_grid(x, B, nseg, cfg.block_p, cfg.block_n), local_args,
                         occupancy=cfg.occupancy, int64_everywhere=int64_everywhere, worker_warps=cfg.worker_warps)
     scan = _plan_scan(seg_state, seg_decay, initial_state, seg_entry, final_state, scan_cfg, int64_everywhere)
@@ -246,7 +247,7 @@ def _segment_pass(x, B, g, dtT, initial_state, *, chunk_size: int, cfg: SegmentS
                            store_decay=not chunked, store_end=True, latency=cfg.latency, swap_ab=cfg.swap_ab,
                            unroll=cfg.unroll, scalar_latency=cfg.scalar_latency,
                            pre_weights=cfg.pre_weights, weigh_x=cfg.weigh_x, packed_weights=cfg.packed_weights,
-                           cumsum_out=cumsum_out, g_last=cfg.g_last)
+                           cumsum_out=cumsum_out, g_last=cfg.g_last, wide_loads=cfg.wide_loads)
     local = plan_launch(_state_pass_kernel, walk_grid(x, B, nseg, cfg.block_p, cfg.block_n), local_args,
                         occupancy=cfg.occupancy, int64_everywhere=int64_everywhere, worker_warps=cfg.worker_warps)
 

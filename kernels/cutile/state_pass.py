@@ -109,6 +109,31 @@ def _chunk_tiles(x, B, g, dtT, g_out, dt_out, b, chunk, nchunks, head, group, p_
     return Xm, Bm, g_last
 
 
+def _unrolled_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile, CHUNK, UNROLL, BLOCK_P, BLOCK_N, LATENCY,
+                    MMA_DTYPE, SCALAR_LATENCY, PRE_WEIGHTS, WEIGH_X, PACKED_WEIGHTS):
+    """``_chunk_tiles`` of the UNROLL chunks from ``chunk`` on (a multiple of UNROLL), each array read by one load of
+    UNROLL * CHUNK tokens and split per chunk on chip: a walk step then waits on four loads, not four a chunk."""
+    SPAN = UNROLL * CHUNK
+    span = chunk // UNROLL
+    X = ct.load(x, (b, span, head, p_tile), shape=(1, SPAN, 1, BLOCK_P),
+                padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((SPAN, BLOCK_P))
+    Bc = ct.load(B, (b, span, group, n_tile), shape=(1, SPAN, 1, BLOCK_N),
+                 padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((SPAN, BLOCK_N))
+    gs = ct.load(g, (b, head, span), shape=(1, 1, SPAN), padding_mode=ct.PaddingMode.ZERO,
+                 latency=latency_hint(SCALAR_LATENCY)).reshape((SPAN,))
+    dts = ct.load(dtT, (b, head, span), shape=(1, 1, SPAN), padding_mode=ct.PaddingMode.ZERO,
+                  latency=latency_hint(SCALAR_LATENCY)).reshape((SPAN,))
+    tiles = ()
+    for u in ct.static_iter(range(UNROLL)):
+        weight, g_last = _weights(ct.extract(gs, (u,), shape=(CHUNK,)), ct.extract(dts, (u,), shape=(CHUNK,)), CHUNK,
+                                  PRE_WEIGHTS)
+        Xm, Bm = _weighted_operands(ct.extract(X, (u, 0), shape=(CHUNK, BLOCK_P)),
+                                    ct.extract(Bc, (u, 0), shape=(CHUNK, BLOCK_N)), weight, CHUNK, MMA_DTYPE, WEIGH_X,
+                                    PACKED_WEIGHTS)
+        tiles += ((Xm, Bm, g_last),)
+    return tiles
+
+
 def _prefix_state(x, B, g, dtT, seg_entry, b, head, group, p_tile, n_tile, t0, t1, first, SHAPE, SHAPE5, ORDER, CHUNK,
                   BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY, PRE_WEIGHTS, WEIGH_X, PACKED_WEIGHTS, SWAP_AB,
                   FROM_ENTRY, RAW_DT):
@@ -195,6 +220,7 @@ def _state_pass_kernel(
     PREFIX: ct.Constant[bool],
     RAW_DT: ct.Constant[bool],
     G_LAST: ct.Constant[bool],
+    WIDE_LOADS: ct.Constant[bool],
 ):
     """Grid (nseg * nheads * headdim/BLOCK_P * dstate/BLOCK_N, batch): one (BLOCK_P, BLOCK_N) tile of one
     head's state, carried in fp32 registers through the chunks of one segment, from the segment's entry
@@ -210,7 +236,8 @@ def _state_pass_kernel(
     from ``seg_entry``'s one entry state summed through the chunks before it (``_prefix_state``), and only the last
     segment stores the end state. RAW_DT: no cumsum launch before the walk; each chunk's cumsum is
     taken here from the caller's dt and A (``chunk_scalars``), the weights computed here (not PRE_WEIGHTS), and the
-    cumsum's buffers for chunk_out written here (``g_out``, ``dt_out``), each chunk once."""
+    cumsum's buffers for chunk_out written here (``g_out``, ``dt_out``), each chunk once. WIDE_LOADS (UNROLL > 1,
+    neither RAW_DT nor G_LAST): the UNROLL chunks of a step read by one load per array (``_unrolled_tiles``)."""
     # bf16/fp16 operands run on the tensor cores as they are (HGMMA on sm_90); fp32 operands are cast
     # to tf32 on purpose: an fp32 ct.mma takes no tensor core path and spills.
     MMA_DTYPE = ct.static_eval(ct.tfloat32 if x.dtype == ct.float32 else x.dtype)
@@ -259,11 +286,16 @@ def _state_pass_kernel(
             h, decay = _step(states, chunk_decay, h, decay, X, Bw, g_last, b, head, chunk, t0, t1,
                              SHAPE5, STATES_ORDER, STORE_STATES, STORE_DECAY, SWAP_AB, MMA_DTYPE)
         else:
-            tiles = ()
-            for u in ct.static_iter(range(UNROLL)):
-                tiles += (_chunk_tiles(x, B, g, dtT, g_out, dt_out, b, chunk + u, nchunks, head, group, p_tile, n_tile,
-                                       CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY, PRE_WEIGHTS,
-                                       WEIGH_X, PACKED_WEIGHTS, RAW_DT, G_LAST),)
+            if WIDE_LOADS:
+                tiles = _unrolled_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile, CHUNK, UNROLL, BLOCK_P,
+                                        BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY, PRE_WEIGHTS, WEIGH_X,
+                                        PACKED_WEIGHTS)
+            else:
+                tiles = ()
+                for u in ct.static_iter(range(UNROLL)):
+                    tiles += (_chunk_tiles(x, B, g, dtT, g_out, dt_out, b, chunk + u, nchunks, head, group, p_tile,
+                                           n_tile, CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY,
+                                           PRE_WEIGHTS, WEIGH_X, PACKED_WEIGHTS, RAW_DT, G_LAST),)
             X0, Bw0, g_last0 = tiles[0]
             h, decay = _step(states, chunk_decay, h, decay, X0, Bw0, g_last0, b, head, chunk, t0, t1,
                              SHAPE5, STATES_ORDER, STORE_STATES, STORE_DECAY, SWAP_AB, MMA_DTYPE)
@@ -289,7 +321,8 @@ def walk_args(x, B, g, dtT, *, seg_entry, states, chunk_decay, seg_end, seg_deca
               store_end: bool, latency: int, swap_ab: bool = False, states_t: bool = False, unroll: int = 1,
               scalar_latency: int | None = None, pre_weights: bool = False, weigh_x: bool = False,
               packed_weights: bool = False, prefix: bool = False,
-              cumsum_out: tuple[torch.Tensor, torch.Tensor] | None = None, g_last: bool = False) -> tuple:
+              cumsum_out: tuple[torch.Tensor, torch.Tensor] | None = None, g_last: bool = False,
+              wide_loads: bool = False) -> tuple:
     """``_state_pass_kernel``'s arguments, by name; a buffer a walk does not touch may be any array of its rank.
     ``cumsum_out``: ``g`` and ``dtT`` are the caller's A and dt, each chunk's cumsum taken in the walk and written to
     these two buffers (chunk_cumsum's g and dtT, for chunk_out): the kernel's RAW_DT."""
@@ -302,10 +335,13 @@ def walk_args(x, B, g, dtT, *, seg_entry, states, chunk_decay, seg_end, seg_deca
     if g_last and not pre_weights:
         raise ValueError("_state_pass_kernel: g_last=True with pre_weights=False; a walk that weighs its chunks itself "
                          "needs each chunk's whole row of g")
+    if wide_loads and (unroll == 1 or raw_dt or g_last):
+        raise ValueError(f"_state_pass_kernel: wide_loads=True with unroll={unroll}, raw_dt={raw_dt}, g_last={g_last}; "
+                         "one load for a step's chunks needs unroll 2 or 4, the cumsum's buffers and their whole rows")
     g_out, dt_out = cumsum_out if raw_dt else (g, dtT)  # never written without RAW_DT
     return (x, B, g, dtT, seg_entry, states, chunk_decay, seg_end, seg_decay, g_out, dt_out, chunk_size, block_p,
             block_n, seg_chunks, from_entry, store_states, store_decay, store_end, swap_ab, states_t, latency, unroll,
-            scalar_latency or 0, pre_weights, weigh_x, packed_weights, prefix, raw_dt, g_last)
+            scalar_latency or 0, pre_weights, weigh_x, packed_weights, prefix, raw_dt, g_last, wide_loads)
 
 
 def walk_grid(x: torch.Tensor, B: torch.Tensor, nseg: int, block_p: int, block_n: int) -> tuple[int, int]:
@@ -384,7 +420,8 @@ def state_pass(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torch.Ten
                          store_states=True, store_decay=False, store_end=True, latency=cfg.latency,
                          swap_ab=cfg.swap_ab, states_t=cfg.states_t, unroll=cfg.unroll,
                          scalar_latency=cfg.scalar_latency, pre_weights=cfg.pre_weights, weigh_x=cfg.weigh_x,
-                         packed_weights=cfg.packed_weights, prefix=nseg > 1, cumsum_out=outs, g_last=cfg.g_last)
+                         packed_weights=cfg.packed_weights, prefix=nseg > 1, cumsum_out=outs, g_last=cfg.g_last,
+                         wide_loads=cfg.wide_loads)
         launches.append(plan_launch(_state_pass_kernel, walk_grid(xs, Bs, nseg, cfg.block_p, cfg.block_n), args,
                                     occupancy=cfg.occupancy, int64_everywhere=int64_everywhere,
                                     worker_warps=cfg.worker_warps))

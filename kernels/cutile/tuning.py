@@ -204,6 +204,7 @@ class StatePassConfig:
     segments: int = 1         # the walk in about this many segments, each after the first summing the chunks before it
     g_last: bool = False      # with pre_weights: each chunk's last cumsum loaded alone (measured slower)
     worker_warps: int | None = None  # computing warps a program (4 or 8; None: the compiler's four; 8 measured slower)
+    wide_loads: bool = False  # unroll > 1: one load per array for a step's chunks, split on chip (not measured yet)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -371,6 +371,21 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
     for state_latency in (co.state_latency, 0, 4) if whole else ():
         cand = dataclasses.replace(co, cb_first=True, state_latency=state_latency)
         out.append(one(f"cbfirst slat{state_latency}", "default", "chunk_out", cand))
+    # Each array of a walk step's chunks read by one load (wide_loads: x, B, g and the weights as UNROLL * CHUNK-token
+    # tiles, split per chunk on chip) instead of one a chunk. In the sm_90 export at 4K tokens the walk's loop waits on
+    # 7 barriers a step of two chunks instead of 13, at dstate 128 (665 instructions instead of 768) and 512 (714
+    # instead of 681); with the occupancy hint of 2 the compiler takes 70 KB of shared memory a program at dstate 128
+    # instead of 105 (a shallower load pipeline), with occupancy 1 119 KB at hint 4 and 218 KB at hint 8. At the
+    # chooser's hints, with occupancy 1 (at most one program an SM at dstate 128 and 256 at the benchmark's batch) and
+    # deeper hints; and in the segmented pass's local walk, where it runs.
+    if sp.unroll > 1 and not sp.g_last:
+        for occupancy, latency in ((sp.occupancy, sp.latency), (1, sp.latency), (1, 6), (1, 8), (sp.occupancy, 8)):
+            cand = dataclasses.replace(sp, wide_loads=True, occupancy=occupancy, latency=latency)
+            out.append(one(f"walk wide occ{occupancy} lat{latency}", "serial-state", "state_pass", cand))
+    if seg.unroll > 1 and segmented_out:
+        for occupancy in (seg.occupancy, 1):
+            cand = dataclasses.replace(seg, wide_loads=True, occupancy=occupancy)
+            out.append(one(f"walk wide segmented occ{occupancy}", "segmented-out", "segment_state", cand))
     unique = {name: (name, variant, cfgs) for name, variant, cfgs in out}
     return [c for c in unique.values() if only is None or c[0].startswith(tuple(only)) or c[0] == "default"]
 
