@@ -382,6 +382,18 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
         for occupancy, latency in ((sp.occupancy, sp.latency), (1, sp.latency), (1, 6), (1, 8), (sp.occupancy, 8)):
             cand = dataclasses.replace(sp, wide_loads=True, occupancy=occupancy, latency=latency)
             out.append(one(f"walk wide occ{occupancy} lat{latency}", "serial-state", "state_pass", cand))
+        # Four chunks a step, one program an SM: 15 barrier waits a step in the export at dstate 128 (27 with a load a
+        # chunk), 145 KB of shared memory at hint 4, 128 KB at hint 2.
+        for latency in (sp.latency, 2):
+            cand = dataclasses.replace(sp, wide_loads=True, unroll=4, occupancy=1, latency=latency)
+            out.append(one(f"walk wide u4 occ1 lat{latency}", "serial-state", "state_pass", cand))
+    # chunk_out's dstate loop in 128-wide steps (one step at dstate 128): a program waits on C, B and the state tile
+    # once a step, so on a quarter of the loads at dstate 128 (108 KB of shared memory a program in the sm_90 export,
+    # two an SM still).
+    if spec.dstate >= 128:
+        for latency in (co.latency, 4 if co.latency != 4 else 2):
+            cand = dataclasses.replace(co, block_n=128, latency=latency)
+            out.append(one(f"chunk_out n128 lat{latency}", "default", "chunk_out", cand))
     if seg.unroll > 1 and segmented_out:
         for occupancy in (seg.occupancy, 1):
             cand = dataclasses.replace(seg, wide_loads=True, occupancy=occupancy)
