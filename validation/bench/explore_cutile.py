@@ -389,6 +389,13 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
             for occupancy in (sp.occupancy, 1):
                 cand = dataclasses.replace(sp, wide_loads=True, packed_weights=True, occupancy=occupancy)
                 out.append(one(f"walk wide packed occ{occupancy}", "serial-state", "state_pass", cand))
+        # Unswapped (dstate 128): 16-wide dstate tiles, twice the programs at two an SM (94 KB each in the export),
+        # each weighing the whole x tile; with the packed weights that weighting is cheap.
+        if not sp.swap_ab and sp.block_n > 16:
+            for packed in (False, True) if dtype == torch.bfloat16 else (False,):
+                cand = dataclasses.replace(sp, wide_loads=True, packed_weights=packed, block_n=16, occupancy=2)
+                out.append(one(f"walk wide{' packed' if packed else ''} n16 occ2", "serial-state", "state_pass",
+                               cand))
         # Four chunks a step, one program an SM: 15 barrier waits a step in the export at dstate 128 (27 with a load a
         # chunk), 145 KB of shared memory at hint 4, 128 KB at hint 2.
         for latency in (sp.latency, 2):
