@@ -158,13 +158,13 @@ def segment_entries(x: torch.Tensor, B: torch.Tensor, g: torch.Tensor, dtT: torc
     seg_entry = empty(seg_state.shape, dtype=torch.float32, device=dev)
     final_state = empty((batch, nheads, headdim, dstate), dtype=torch.float32, device=dev)
     # Neither chunk states nor chunk decays are stored: seg_entry and seg_decay stand in for those buffers.
+    unroll = cfg.unroll if seg_chunks % cfg.unroll == 0 else 1
     local_args = walk_args(x, B, g, dtT, seg_entry=seg_entry, states=seg_entry, chunk_decay=seg_decay,
                            seg_end=seg_state, seg_decay=seg_decay, chunk_size=chunk_size, block_p=cfg.block_p,
                            block_n=cfg.block_n, seg_chunks=seg_chunks, from_entry=False, store_states=False,
                            store_decay=False, store_end=True, latency=cfg.latency, swap_ab=cfg.swap_ab,
-                           unroll=cfg.unroll if seg_chunks % cfg.unroll == 0 else 1,
-                           scalar_latency=cfg.scalar_latency, packed_weights=cfg.packed_weights,
-                           wide_loads=cfg.wide_loads and cfg.unroll > 1 and seg_chunks % cfg.unroll == 0)
+                           unroll=unroll, scalar_latency=cfg.scalar_latency, packed_weights=cfg.packed_weights,
+                           wide_loads=cfg.wide_loads and unroll > 1)
     local = plan_launch(_state_pass_kernel, walk_grid(x, B, nseg, cfg.block_p, cfg.block_n), local_args,
                         occupancy=cfg.occupancy, int64_everywhere=int64_everywhere, worker_warps=cfg.worker_warps)
     scan = _plan_scan(seg_state, seg_decay, initial_state, seg_entry, final_state, scan_cfg, int64_everywhere)

@@ -112,17 +112,10 @@ def _chunk_tiles(x, B, g, dtT, g_out, dt_out, b, chunk, nchunks, head, group, p_
 def _unrolled_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile, CHUNK, UNROLL, BLOCK_P, BLOCK_N, LATENCY,
                     MMA_DTYPE, SCALAR_LATENCY, PRE_WEIGHTS, WEIGH_X, PACKED_WEIGHTS):
     """``_chunk_tiles`` of the UNROLL chunks from ``chunk`` on (a multiple of UNROLL), each array read by one load of
-    UNROLL * CHUNK tokens and split per chunk on chip: a walk step then waits on four loads, not four a chunk."""
-    SPAN = UNROLL * CHUNK
-    span = chunk // UNROLL
-    X = ct.load(x, (b, span, head, p_tile), shape=(1, SPAN, 1, BLOCK_P),
-                padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((SPAN, BLOCK_P))
-    Bc = ct.load(B, (b, span, group, n_tile), shape=(1, SPAN, 1, BLOCK_N),
-                 padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((SPAN, BLOCK_N))
-    gs = ct.load(g, (b, head, span), shape=(1, 1, SPAN), padding_mode=ct.PaddingMode.ZERO,
-                 latency=latency_hint(SCALAR_LATENCY)).reshape((SPAN,))
-    dts = ct.load(dtT, (b, head, span), shape=(1, 1, SPAN), padding_mode=ct.PaddingMode.ZERO,
-                  latency=latency_hint(SCALAR_LATENCY)).reshape((SPAN,))
+    UNROLL * CHUNK tokens (``_chunk_loads`` of one chunk that long) and split per chunk on chip: a walk step then waits
+    on four loads, not four a chunk."""
+    X, Bc, gs, dts = _chunk_loads(x, B, g, dtT, b, chunk // UNROLL, head, group, p_tile, n_tile, UNROLL * CHUNK,
+                                  BLOCK_P, BLOCK_N, LATENCY, SCALAR_LATENCY, False)
     tiles = ()
     for u in ct.static_iter(range(UNROLL)):
         weight, g_last = _weights(ct.extract(gs, (u,), shape=(CHUNK,)), ct.extract(dts, (u,), shape=(CHUNK,)), CHUNK,
