@@ -511,12 +511,14 @@ def test_settings_measured_slower_refuse_what_they_cannot_run_instead_of_droppin
     spec = SpecClass(SSDDims(4, 4096, 8, 64, 1, 128), torch.bfloat16, 128, True, False)
     base = tuning.choose("sm_90", spec.dims, torch.bfloat16, 128)
     for configs in (dataclasses.replace(base, chunk_out=dataclasses.replace(base.chunk_out, cb_first=True)),
-                    dataclasses.replace(base, state_pass=dataclasses.replace(base.state_pass, g_last=True))):
+                    dataclasses.replace(base, state_pass=dataclasses.replace(base.state_pass, g_last=True,
+                                                                              wide_loads=False))):
         cutile_api.plan_forward(*meta_inputs(spec), chunk_size=128, arch="sm_90", configs=configs)
     split = dataclasses.replace(base, chunk_out=dataclasses.replace(base.chunk_out, cb_first=True, split_diag=True))
     with pytest.raises(ValueError, match=r"cb_first needs .*split_diag=True"):
         cutile_api.plan_forward(*meta_inputs(spec), chunk_size=128, arch="sm_90", configs=split)
-    own = dataclasses.replace(base, state_pass=dataclasses.replace(base.state_pass, g_last=True, pre_weights=False))
+    own = dataclasses.replace(base, state_pass=dataclasses.replace(base.state_pass, g_last=True, pre_weights=False,
+                                                                   wide_loads=False))
     with pytest.raises(ValueError, match=r"g_last=True with pre_weights=False"):
         cutile_api.plan_forward(*meta_inputs(spec), chunk_size=128, arch="sm_90", configs=own)
 
@@ -535,7 +537,7 @@ def test_wide_loads_reach_the_walk_where_a_step_has_chunks_to_share_a_load_and_a
         spec = SpecClass(SSDDims(4, 4096, 8, 64, 1, dstate), torch.bfloat16, 128, True, False)
         base = tuning.choose("sm_90", spec.dims, torch.bfloat16, 128)
         walk = getattr(base, stage)
-        assert walk.unroll == 2 and not walk.wide_loads
+        assert walk.unroll == 2 and walk.wide_loads is (stage == "state_pass")  # the chooser's at dstate 128 only
         for wide in (False, True):
             configs = dataclasses.replace(base, **{stage: dataclasses.replace(walk, wide_loads=wide)})
             launches, _, _ = cutile_api.plan_forward(*meta_inputs(spec), chunk_size=128, arch="sm_90", configs=configs)

@@ -204,7 +204,7 @@ class StatePassConfig:
     segments: int = 1         # the walk in about this many segments, each after the first summing the chunks before it
     g_last: bool = False      # with pre_weights: each chunk's last cumsum loaded alone (measured slower)
     worker_warps: int | None = None  # computing warps a program (4 or 8; None: the compiler's four; 8 measured slower)
-    wide_loads: bool = False  # unroll > 1: one load per array for a step's chunks, split on chip (not measured yet)
+    wide_loads: bool = False  # unroll > 1: one load per array for a step's chunks, split on chip
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -415,6 +415,17 @@ def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: 
             # 72.1), so dstate 64 keeps B weighted by the walk.
             while block_n > 32 and _walk_programs(dims, block_p, block_n) < target // 2:
                 block_n //= 2
+            if _walk_programs(dims, block_p, block_n) <= target // 2:
+                # A grid of at most one program an SM (128 at the benchmark's batch): one load per array for both
+                # chunks of a step (wide_loads), compiled for one program an SM with x and B hinted 6, which gives
+                # the loads 169 KB of shared memory. On an H100 (sm_90, 132 SMs, as the H200) the state pass took
+                # 22.5 against 25.8 us at 4096 tokens, 41.6 against 45.9 at 8192, 76.7 against 85.8 at 16384 and
+                # 1131.5 against 1282.3 at 262144 (the forward 4.5-5.1% faster from 2048 tokens; 1024: 20.4 against
+                # 20.5); at two programs an SM the wide walk was 17-21% slower, with hints 4 and 8 2-4% slower
+                # than 6 (explore_cutile, 2026-12-05, reports/published/0.1.0+20261205T225300Z-0b47324).
+                return StatePassConfig(block_p=block_p, block_n=block_n, latency=6, occupancy=1, unroll=2,
+                                       scalar_latency=_SCALAR_LATENCY, pre_weights=True, weigh_x=True,
+                                       wide_loads=True)
             return StatePassConfig(block_p=block_p, block_n=block_n, latency=4, occupancy=2, unroll=2,
                                    scalar_latency=_SCALAR_LATENCY, pre_weights=True, weigh_x=True)
         while block_n > min(dims.dstate, 16) and _walk_programs(dims, block_p, block_n) < target:

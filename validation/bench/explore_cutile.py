@@ -49,6 +49,11 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
     base = tuning.choose(arch, dims, dtype, spec.chunk_size)
 
     def one(name: str, variant: str, stage: str | None = None, cfg=None):
+        # A walk of one chunk a step, one loading g's last element alone or one taking the cumsum itself reads no
+        # step's chunks in one load: such candidates derived from a wide default (dstate 128) take per-chunk loads.
+        if (stage in ("state_pass", "segment_state") and cfg.wide_loads
+                and (cfg.unroll == 1 or cfg.g_last or variant == "cumsum-in-kernels")):
+            cfg = dataclasses.replace(cfg, wide_loads=False)
         return name, variant, base if stage is None else dataclasses.replace(base, **{stage: cfg})
 
     seg, chk, scan, co = base.segment_state, base.chunk_state, base.segment_scan, base.chunk_out
