@@ -362,10 +362,10 @@ def _export_walk(spec, wide_loads: bool, path: Path) -> Path:
 
 
 def test_the_walk_with_wide_loads_waits_on_fewer_barriers_on_sm90(tmp_path) -> None:
-    """``StatePassConfig.wide_loads`` (an explore candidate, not a default): a step's two chunks read by one load per
-    array. At the benchmark's 4096-token points of dstate 128 (the walk unswapped) and 512 (swapped) its sm_90 export
-    must still run the matmuls on HGMMA with shared-memory operands as the default does, spill nothing, and wait on
-    fewer barriers, which is what the setting is for."""
+    """``StatePassConfig.wide_loads`` (the chooser's at dstate 128, a candidate at 512): a step's two chunks read by one
+    load per array. At the benchmark's 4096-token points of dstate 128 (the walk unswapped) and 512 (swapped) its
+    sm_90 export must still run the matmuls on HGMMA with shared-memory operands as per-chunk loads do, spill nothing,
+    and wait on fewer barriers, which is what the setting is for."""
     import torch
 
     from kernels.cutile.export import CLASSES_BY_ARCH
