@@ -339,9 +339,9 @@ def test_exports_assume_what_a_launch_on_the_gpu_assumes() -> None:
     assert not differences, "\n".join(differences[:20])
 
 
-def _export_walk(spec, wide_loads: bool, path: Path) -> Path:
-    """Export the serial walk of one class with ``wide_loads`` set as given, the rest the choosers' (in a worker
-    process: kernel objects do not pickle)."""
+def _export_walk(spec, changes: dict, path: Path) -> Path:
+    """Export the serial walk of one class with ``changes`` made to the chooser's walk configuration, the rest the
+    choosers' (in a worker process: kernel objects do not pickle)."""
     import dataclasses
 
     import cuda.tile as ct
@@ -352,7 +352,7 @@ def _export_walk(spec, wide_loads: bool, path: Path) -> Path:
     from kernels.cutile.tuning import choose
 
     base = choose("sm_90", spec.dims, spec.dtype, spec.chunk_size)
-    configs = dataclasses.replace(base, state_pass=dataclasses.replace(base.state_pass, wide_loads=wide_loads))
+    configs = dataclasses.replace(base, state_pass=dataclasses.replace(base.state_pass, **changes))
     planned, _, _ = plan_forward(*meta_inputs(spec), chunk_size=spec.chunk_size, arch="sm_90", configs=configs)
     [walk] = [la for la in planned if la.kernel._pyfunc.__name__ == "_state_pass_kernel"]
     params = [_constraint(a, ct.int32) for a in walk.args]
@@ -363,9 +363,11 @@ def _export_walk(spec, wide_loads: bool, path: Path) -> Path:
 
 def test_the_walk_with_wide_loads_waits_on_fewer_barriers_on_sm90(tmp_path) -> None:
     """``StatePassConfig.wide_loads`` (the chooser's at dstate 128, a candidate at 512): a step's two chunks read by one
-    load per array. At the benchmark's 4096-token points of dstate 128 (the walk unswapped) and 512 (swapped) its
+    load per array. At the benchmark's points of dstate 128 (the walk unswapped, 16K tokens) and 512 (swapped, 4K) its
     sm_90 export must still run the matmuls on HGMMA with shared-memory operands as per-chunk loads do, spill nothing,
-    and wait on fewer barriers, which is what the setting is for."""
+    and wait on fewer barriers than the per-chunk walk at two programs an SM with x and B hinted 4 (the chooser's
+    before the wide walk at 128; at 128, the chooser's own hints with per-chunk loads give SASS that this cuobjdump
+    cannot disassemble), which is what the setting is for."""
     import torch
 
     from kernels.cutile.export import CLASSES_BY_ARCH
@@ -375,7 +377,8 @@ def test_the_walk_with_wide_loads_waits_on_fewer_barriers_on_sm90(tmp_path) -> N
               and (s.dims.batch, s.dims.headdim, s.dims.ngroups) == (4, 64, 1) and s.dims.dstate in (128, 512)]
     assert len(points) == 2, [s.name for s in points]
     with isolated.Pool(2, env={"CUDA_TILE_CACHE_DIR": "off"}) as pool:
-        futures = {(spec.dims.dstate, wide): pool.submit(_export_walk, spec, wide,
+        per_chunk = {"wide_loads": False, "occupancy": 2, "latency": 4}
+        futures = {(spec.dims.dstate, wide): pool.submit(_export_walk, spec, {"wide_loads": True} if wide else per_chunk,
                                                          tmp_path / f"{spec.name}-{wide}.cubin")
                    for spec in points for wide in (False, True)}
         sass = {key: _dump(future.result(), "-sass") for key, future in futures.items()}
