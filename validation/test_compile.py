@@ -378,7 +378,8 @@ def test_the_walk_with_wide_loads_waits_on_fewer_barriers_on_sm90(tmp_path) -> N
     assert len(points) == 2, [s.name for s in points]
     with isolated.Pool(2, env={"CUDA_TILE_CACHE_DIR": "off"}) as pool:
         per_chunk = {"wide_loads": False, "occupancy": 2, "latency": 4}
-        futures = {(spec.dims.dstate, wide): pool.submit(_export_walk, spec, {"wide_loads": True} if wide else per_chunk,
+        futures = {(spec.dims.dstate, wide): pool.submit(_export_walk, spec, {"wide_loads": True} if wide else
+                                                         per_chunk,
                                                          tmp_path / f"{spec.name}-{wide}.cubin")
                    for spec in points for wide in (False, True)}
         sass = {key: _dump(future.result(), "-sass") for key, future in futures.items()}
