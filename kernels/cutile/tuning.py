@@ -420,7 +420,7 @@ def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: 
                 # chunks of a step (wide_loads), compiled for one program an SM with x and B hinted 6, which gives
                 # the loads 169 KB of shared memory. On an H100 (sm_90, 132 SMs, as the H200) the state pass took
                 # 22.5 against 25.8 us at 4096 tokens, 41.6 against 45.9 at 8192, 76.7 against 85.8 at 16384 and
-                # 1131.5 against 1282.3 at 262144 (the forward 4.5-5.1% faster from 2048 tokens; 1024: 20.4 against
+                # 1131.5 against 1282.3 at 262144 (the forward 4.0-5.1% faster from 2048 tokens; 1024: 20.4 against
                 # 20.5); at two programs an SM the forward was 17-21% slower, with hints 4 and 8 0.6-2.9% slower
                 # than 6 (explore_cutile, 2026-12-05, reports/published/0.1.0+20261205T225300Z-0b47324).
                 return StatePassConfig(block_p=block_p, block_n=block_n, latency=6, occupancy=1, unroll=2,

@@ -383,10 +383,16 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
     # instead of 105 (a shallower load pipeline), with occupancy 1 119 KB at hint 4 and 218 KB at hint 8. At the
     # chooser's hints, with occupancy 1 (at most one program an SM at dstate 128 and 256 at the benchmark's batch) and
     # deeper hints; and in the segmented pass's local walk, where it runs.
+    # Where the chooser's walk is the wide one (dstate 128 since 2ddda02), the walk it replaced: per-chunk loads at two
+    # programs an SM, x and B hinted 4.
+    if sp.wide_loads:
+        out.append(one("walk per-chunk occ2 lat4", "serial-state", "state_pass",
+                       dataclasses.replace(sp, wide_loads=False, occupancy=2, latency=4)))
     if sp.unroll > 1 and not sp.g_last:
-        for occupancy, latency in ((sp.occupancy, sp.latency), (1, sp.latency), (1, 6), (1, 8), (sp.occupancy, 8)):
+        for occupancy, latency in ((sp.occupancy, sp.latency), (1, 4), (1, 6), (1, 8), (2, 4), (2, 8)):
             cand = dataclasses.replace(sp, wide_loads=True, occupancy=occupancy, latency=latency)
-            out.append(one(f"walk wide occ{occupancy} lat{latency}", "serial-state", "state_pass", cand))
+            if cand != sp:  # the chooser's own walk at dstate 128
+                out.append(one(f"walk wide occ{occupancy} lat{latency}", "serial-state", "state_pass", cand))
         # With the weights applied in bf16 as well (packed_weights, bf16 only): at dstate 128 the export's loop then
         # holds 402 instructions a step instead of 768 (2 integer multiply-adds instead of 124), at 512 429 instead of
         # 681, each with 7 barrier waits.
