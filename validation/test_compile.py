@@ -74,20 +74,21 @@ def _case_id(case: tuple[str, object, str, int, str]) -> str:
             f"{'' if variant == 'default' else f'-{variant}'}")
 
 
-def _launch(arch: str, spec, kernel_name: str, which: int, variant: str):
-    """(kernel object, signature) of one case: the ``which``-th launch of ``kernel_name`` in the class's plan."""
+def _launch(arch: str, spec, kernel_name: str, which: int, variant: str, configs=None):
+    """(kernel object, signature) of one case: the ``which``-th launch of ``kernel_name`` in the class's plan
+    (``configs``: None, the choosers')."""
     from kernels.cutile.export import launches
     from kernels.cutile.tuning import VARIANTS
 
-    return [(k, s) for _, k, s in launches(arch, (spec,), VARIANTS[variant])
+    return [(k, s) for _, k, s in launches(arch, (spec,), VARIANTS[variant], configs)
             if k._pyfunc.__name__ == kernel_name][which]
 
 
-def _export(arch: str, spec, kernel_name: str, which: int, variant: str, path: Path) -> Path:
+def _export(arch: str, spec, kernel_name: str, which: int, variant: str, path: Path, configs=None) -> Path:
     """Export one kernel of one class (in a worker process: kernel objects do not pickle)."""
     from cuda.tile.compilation import export_kernel
 
-    kernel, signature = _launch(arch, spec, kernel_name, which, variant)
+    kernel, signature = _launch(arch, spec, kernel_name, which, variant, configs)
     export_kernel(kernel, [signature], str(path), gpu_code=arch, output_format="cubin")
     return path
 
@@ -344,21 +345,11 @@ def _export_walk(spec, changes: dict, path: Path) -> Path:
     choosers' (in a worker process: kernel objects do not pickle)."""
     import dataclasses
 
-    import cuda.tile as ct
-    from cuda.tile.compilation import CallingConvention, KernelSignature, export_kernel
-
-    from kernels.cutile.api import plan_forward
-    from kernels.cutile.export import _constraint, meta_inputs
     from kernels.cutile.tuning import choose
 
     base = choose("sm_90", spec.dims, spec.dtype, spec.chunk_size)
     configs = dataclasses.replace(base, state_pass=dataclasses.replace(base.state_pass, **changes))
-    planned, _, _ = plan_forward(*meta_inputs(spec), chunk_size=spec.chunk_size, arch="sm_90", configs=configs)
-    [walk] = [la for la in planned if la.kernel._pyfunc.__name__ == "_state_pass_kernel"]
-    params = [_constraint(a, ct.int32) for a in walk.args]
-    signature = KernelSignature(params, CallingConvention.cutile_python_v1()).with_mangled_symbol("_state_pass_kernel")
-    export_kernel(walk.kernel, [signature], str(path), gpu_code="sm_90", output_format="cubin")
-    return path
+    return _export("sm_90", spec, "_state_pass_kernel", 0, "default", path, configs)
 
 
 def test_the_walk_with_wide_loads_waits_on_fewer_barriers_on_sm90(tmp_path) -> None:

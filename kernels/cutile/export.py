@@ -18,7 +18,7 @@ import torch
 from cuda.tile.compilation import ArrayConstraint, CallingConvention, KernelSignature
 
 from kernels.cutile.api import plan_forward
-from kernels.cutile.tuning import VARIANTS, Variant
+from kernels.cutile.tuning import VARIANTS, Configs, Variant
 from reference.checks import SSDDims, dtype_name
 
 _CT_DTYPES = {torch.bfloat16: ct.bfloat16, torch.float16: ct.float16, torch.float32: ct.float32}
@@ -135,12 +135,14 @@ def _wide_params(kernel: ct.kernel) -> frozenset[str]:
                      if typing.get_origin(ann) is typing.Annotated and typing.get_args(ann)[0] is ct.Array)
 
 
-def launches(arch: str, classes: tuple[SpecClass, ...],
-             variant: Variant = VARIANTS["default"]) -> Iterator[tuple[SpecClass, ct.kernel, KernelSignature]]:
-    """(class, kernel object, signature) for every launch of every class, deduplicated."""
+def launches(arch: str, classes: tuple[SpecClass, ...], variant: Variant = VARIANTS["default"],
+             configs: Configs | None = None) -> Iterator[tuple[SpecClass, ct.kernel, KernelSignature]]:
+    """(class, kernel object, signature) for every launch of every class, deduplicated; ``configs`` (for every
+    class; None: the choosers') as ``plan_forward`` takes them."""
     seen = set()
     for spec in classes:
-        planned, _, _ = plan_forward(*meta_inputs(spec), chunk_size=spec.chunk_size, arch=arch, variant=variant)
+        planned, _, _ = plan_forward(*meta_inputs(spec), chunk_size=spec.chunk_size, arch=arch, variant=variant,
+                                     configs=configs)
         for launch in planned:
             pyfunc: types.FunctionType = launch.kernel._pyfunc
             wide = _wide_params(launch.kernel)
