@@ -231,6 +231,23 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
         for unroll, latency in ((1, 4), (1, 6), (1, 8), (2, 4)):
             cand = dataclasses.replace(sp, block_n=128, unroll=unroll, latency=latency, occupancy=None)
             out.append(one(f"walk128 u{unroll} lat{latency}", "serial-state", "state_pass", cand))
+    # Where the chooser swaps the walk (dstate 256, 512), the unswapped walk of dstate 128 instead: the weights on
+    # x's rows (weigh_x), B feeding the matmul from shared memory as loaded, the state tile (headdim, dstate) with the
+    # dstate tile as HGMMA's N (64 or 128 wide: 128 to 256 programs at the benchmark's batch and dstate 512), a step's
+    # two chunks read by one load per array. In the sm_90 export at 4096 x 512 none spills: 255 registers and 134 KB
+    # of shared memory a program at n128 (occupancy 1, hint 6), 128 and 94 KB at n64 (occupancy 2, hint 4).
+    if sp.swap_ab:
+        for block_n, wide, occupancy, latency, packed in ((128, True, 1, 6, False), (128, True, 1, 4, False),
+                                                          (128, False, 1, 4, False), (64, True, 2, 4, False),
+                                                          (64, True, 1, 6, False), (128, True, 1, 6, True)):
+            if packed and dtype != torch.bfloat16:
+                continue
+            cand = dataclasses.replace(sp, swap_ab=False, states_t=False, pre_weights=True, weigh_x=True,
+                                       block_n=min(block_n, spec.dstate), wide_loads=wide, unroll=2,
+                                       occupancy=occupancy, latency=latency, scalar_latency=4,
+                                       packed_weights=packed)
+            out.append(one(f"walk unswapped n{cand.block_n}{' wide' if wide else ''}{' packed' if packed else ''} "
+                           f"occ{occupancy} lat{latency}", "serial-state", "state_pass", cand))
     # The walk's per-token weights applied in bf16 (packed_weights, bf16 inputs: a packed multiply instead of
     # widening to fp32 and narrowing back), at the chooser's pipeline depth and around it, and in the
     # segmented pass's local walk.
