@@ -88,9 +88,8 @@ CLASSES_BY_ARCH = {
 # at the headline class so that the compile check builds them too: the fused pass's kernels and chunk_out with its
 # diagonal block in halves, the serial walk that computes its own chunk-state weights, the wide walk of dstate 128
 # with its weights applied in fp32 (bf16 is its default) and the swapped one of dstate 512 in bf16, the walk in two
-# segments, chunk_out completing the segmented
-# pass's local states, the walk that takes the cumsum itself (no cumsum launch), and C·Bᵀ built once per chunk and
-# group into a buffer.
+# segments, chunk_out completing the segmented pass's local states, the walk that takes the cumsum itself (no cumsum
+# launch), and C·Bᵀ built once per chunk and group into a buffer.
 VARIANT_CLASSES = {"sm_90": ((SPEC_CLASSES[1], "fused-out"), (SPEC_CLASSES[1], "split-diag"),
                              (SPEC_CLASSES[1], "walk-weighs"), (SPEC_CLASSES[1], "fp32-weights"),
                              (SPEC_CLASSES[2], "packed-weights"), (SPEC_CLASSES[1], "two-segment-walk"),
