@@ -406,7 +406,7 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
         out.append(one("walk per-chunk occ2 lat4", "serial-state", "state_pass",
                        dataclasses.replace(sp, wide_loads=False, occupancy=2, latency=4)))
     if sp.unroll > 1 and not sp.g_last:
-        for occupancy, latency in ((sp.occupancy, sp.latency), (1, 4), (1, 6), (1, 8), (2, 4), (2, 8)):
+        for occupancy, latency in ((1, 4), (1, 6), (1, 8), (2, 4), (2, 8)):  # the chooser's hints among them
             cand = dataclasses.replace(sp, wide_loads=True, occupancy=occupancy, latency=latency)
             if cand != sp:  # the chooser's own walk at dstate 128
                 out.append(one(f"walk wide occ{occupancy} lat{latency}", "serial-state", "state_pass", cand))
