@@ -355,12 +355,12 @@ def _export_walk(spec, changes: dict, path: Path) -> Path:
 def test_the_walk_with_wide_loads_waits_on_fewer_barriers_on_sm90(tmp_path) -> None:
     """``StatePassConfig.wide_loads`` (the chooser's at dstate 128, a candidate at 512): a step's two chunks read by one
     load per array. At the benchmark's points of dstate 128 (the walk unswapped, 16K tokens) and 512 (swapped, 4K) the
-    sm_90 export of the wide walk, the chooser's own at 128 (one program an SM, x and B hinted 6, bf16 weights) and one
-    at two programs an SM with x and B hinted 4, must still run the matmuls on HGMMA with shared-memory operands as
-    per-chunk loads do and spill nothing; and at those hints it must wait on fewer barriers than the same walk with a
-    load per chunk, which is what the setting is for. The counts are compared at the same hints and weights: across
-    them the compiler's pipelining moves the count as much (in the per-chunk walk at 128, two programs an SM, 59
-    barrier waits with bf16 weights, 98 with fp32)."""
+    sm_90 export of the wide walk, the chooser's own at 128 (one program an SM, x and B hinted 6) and one at two
+    programs an SM with x and B hinted 4, must still run the matmuls on HGMMA with shared-memory operands as per-chunk
+    loads do and spill nothing; and at those hints it must wait on fewer barriers than the same walk with a load per
+    chunk, which is what the setting is for. The counts are compared at the same hints and weights: across them the
+    compiler's pipelining moves the count as much (in the per-chunk walk at 128, two programs an SM, 98 barrier waits
+    with fp32 weights, 59 with bf16 ones, the variant packed-weights)."""
     import torch
 
     from kernels.cutile.export import CLASSES_BY_ARCH

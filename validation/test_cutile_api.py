@@ -160,24 +160,20 @@ def test_the_walk_reads_the_weights_the_cumsum_precomputed_where_the_chooser_say
 
 
 @pytest.mark.parametrize("dstate", [64, 128, 512])
-def test_the_weights_variants_change_only_how_the_walk_multiplies(dstate: int) -> None:
-    # packed-weights: the walk's weighted operand multiplied in bf16; fp32-weights: the fp32 product. The default is
-    # the bf16 product at dstate 128 (the wide walk, one program an SM), the fp32 one elsewhere. 2048 tokens: the
-    # serial walk at every dstate (at dstate 64 from 32 chunks the default is the segmented pass).
+def test_the_packed_weights_variant_changes_only_how_the_walk_multiplies(dstate: int) -> None:
+    # packed-weights: the walk's weighted operand multiplied in bf16; the default keeps the fp32 product. 2048 tokens:
+    # the serial walk at every dstate (at dstate 64 from 32 chunks the default is the segmented pass).
     spec = SpecClass(SSDDims(4, 2048, 8, 64, 1, dstate), torch.bfloat16, 128, True, False)
     plans = {name: cutile_api.plan_forward(*meta_inputs(spec), chunk_size=128, arch="sm_90",
-                                           variant=VARIANTS[name])[0]
-             for name in ("default", "packed-weights", "fp32-weights")}
+                                           variant=VARIANTS[name])[0] for name in ("default", "packed-weights")}
     walks = {name: next(la for la in launches if la.kernel._pyfunc.__name__ == "_state_pass_kernel")
              for name, launches in plans.items()}
     names = list(inspect.signature(walks["default"].kernel._pyfunc).parameters)
     packed = names.index("PACKED_WEIGHTS")
-    assert walks["packed-weights"].args[packed] is True and walks["fp32-weights"].args[packed] is False
-    assert walks["default"].args[packed] is (dstate == 128)
+    assert walks["default"].args[packed] is False and walks["packed-weights"].args[packed] is True
     constants = [i for i, arg in enumerate(walks["default"].args) if not isinstance(arg, torch.Tensor) and i != packed]
-    for name in ("packed-weights", "fp32-weights"):
-        assert [walks["default"].args[i] for i in constants] == [walks[name].args[i] for i in constants], name
-        assert [la.grid for la in plans["default"]] == [la.grid for la in plans[name]], name
+    assert [walks["default"].args[i] for i in constants] == [walks["packed-weights"].args[i] for i in constants]
+    assert [la.grid for la in plans["default"]] == [la.grid for la in plans["packed-weights"]]
 
 
 def test_plan_on_meta_tensors_allocates_outputs_of_the_documented_shapes() -> None:

@@ -86,12 +86,12 @@ CLASSES_BY_ARCH = {
 
 # The opt-in variants whose kernels the default never launches (kernels.cutile.tuning.VARIANTS), exported for sm_90
 # at the headline class so that the compile check builds them too: the fused pass's kernels and chunk_out with its
-# diagonal block in halves, the serial walk that computes its own chunk-state weights, the wide walk of dstate 128
-# with its weights applied in fp32 (bf16 is its default) and the swapped one of dstate 512 in bf16, the walk in two
-# segments, chunk_out completing the segmented pass's local states, the walk that takes the cumsum itself (no cumsum
-# launch), and C·Bᵀ built once per chunk and group into a buffer.
+# diagonal block in halves, the serial walk that computes its own chunk-state weights, the walk that applies
+# its weights in bf16 (also swapped, at dstate 512), the walk in two segments, chunk_out completing the segmented
+# pass's local states, the walk that takes the cumsum itself (no cumsum launch), and C·Bᵀ built once per chunk and
+# group into a buffer.
 VARIANT_CLASSES = {"sm_90": ((SPEC_CLASSES[1], "fused-out"), (SPEC_CLASSES[1], "split-diag"),
-                             (SPEC_CLASSES[1], "walk-weighs"), (SPEC_CLASSES[1], "fp32-weights"),
+                             (SPEC_CLASSES[1], "walk-weighs"), (SPEC_CLASSES[1], "packed-weights"),
                              (SPEC_CLASSES[2], "packed-weights"), (SPEC_CLASSES[1], "two-segment-walk"),
                              (SPEC_CLASSES[1], "segmented-out"), (SPEC_CLASSES[1], "cumsum-in-kernels"),
                              (SPEC_CLASSES[1], "cb-buffer"))}

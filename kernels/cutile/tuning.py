@@ -77,16 +77,14 @@ class Variant:
     weights (its own exp2, the weights on B, the tiles and hints chosen for that; None: the chooser's walk).
     ``packed_weights``: for bf16 inputs the serial walk weighs its x (or B) rows in bf16, the per-token weight rounded
     to it: one packed multiply a pair of elements (HMUL2 on sm_90) instead of widening each to fp32, multiplying and
-    narrowing back (None: the chooser's, bf16 at dstate 128 where the walk reads a step's chunks in one load, else
-    never; False: never, the variant fp32-weights; fp16 keeps the fp32 product, whose weights fp16's range could
-    flush). In the sm_90 export at 16384 tokens and dstate 128 the walk's loop takes 448 instead of 767
+    narrowing back (None: the chooser's, for now never; fp16 keeps the fp32 product, whose weights fp16's range
+    could flush). In the sm_90 export at 16384 tokens and dstate 128 the walk's loop takes 448 instead of 767
     instructions a pair of chunks; it rounds each weight once more (a relative 2**-8 at most). On the H200 it did
     not pay: the state pass took 79.5 against 78.6 us at 16384 tokens and dstate 128, 155.2 against 142.0 at 512
     (one chunk a step: 140.5), 23.0 against 23.3 at (4096, 128), 303.4 against 298.0 at (65536, 128); one chunk a
     step at dstate 256, 1-3% faster (99.6 against 101.8 us at 16384 tokens, 382.1 against 395.2 at 65536), within
     what separates runs (explore_cutile, 2026-12-02, reports/published/0.1.0+20261202T144500Z-0039de8/
-    explore-packed.json). The walk's chain waited on memory and on its matmul, not on these instructions. The wide walk
-    of dstate 128 (``StatePassConfig.wide_loads``, one program an SM) gained from it on an H100 (``state_pass_config``).
+    explore-packed.json). The walk's chain waits on memory and on its matmul, not on these instructions.
     ``walk_segments``: the serial walk in this many segments (``StatePassConfig.segments``; None: the chooser's, one),
     each segment's programs first summing the chunks before it (kernels.cutile.state_pass._prefix_state) and then
     walking their own: twice the programs, each chain half as long. On the H200 the state pass was slower with two
@@ -153,7 +151,6 @@ VARIANTS = {
     "split-diag": Variant(split_diag=True),
     "walk-weighs": Variant(pre_weights=False),
     "packed-weights": Variant(packed_weights=True),
-    "fp32-weights": Variant(packed_weights=False),
     "two-segment-walk": Variant(walk_segments=2),
     "segmented-out": Variant(state="segmented-out"),
     "segmented-out-scanned": Variant(state="segmented-out", two_segment_scan=True),
@@ -426,15 +423,17 @@ def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: 
                 # 1131.5 against 1282.3 at 262144 (the forward 4.0-5.1% faster from 2048 tokens; 1024: 20.4 against
                 # 20.5); at two programs an SM the forward was 17-21% slower, with hints 4 and 8 0.6-2.9% slower
                 # than 6 (explore_cutile, 2026-12-05, reports/published/0.1.0+20261205T225300Z-0b47324).
-                # For bf16 the weights multiply x in bf16 (packed_weights: one packed multiply a pair of elements, the
-                # weight rounded to bf16 once more): on an H100 the state pass took 21.5 against 22.5 us at 4096
-                # tokens, 39.1 against 40.4 at 8192 and 74.1 against 77.6 at 16384, the forward 1.3-2.1% faster
-                # (explore_cutile, 2026-12-06, reports/published/0.1.0+20261206T003100Z-da2159c), and 190.5 against
-                # 193.8 us at 16384 in the ablation of reports/published/0.1.0+20261205T230541Z-7da905f. (On the H200
-                # the per-chunk walk at two programs an SM had not gained from it; ``Variant``'s packed_weights.)
+                # With the weights multiplied in bf16 as well (packed_weights, the variant packed-weights) this walk
+                # took the forward 1.3-2.1% faster at 4096-16384 tokens on an H100 (explore_cutile, 2026-12-06,
+                # reports/published/0.1.0+20261206T003100Z-da2159c), but it rounds each weight once more, and in the
+                # complete validate with it as the default (an H100, reports/published/0.1.0+20261206T032918Z-16347eb)
+                # the final state lost accuracy where y did not: rel_l2 0.00222 against 0.00170 at 4096 tokens, max
+                # |error|/peak 0.00436 against 0.00188 at 65536 (TileGym and Triton 0.00229 and 0.00205), 0.00521
+                # against 0.00364 at worst over the stability cases, for 1.4% of the forward at 16384 tokens (192.6
+                # against 195.3 us in its ablation). So the fp32 product stays, the bf16 one a variant.
                 return StatePassConfig(block_p=block_p, block_n=block_n, latency=6, occupancy=1, unroll=2,
                                        scalar_latency=_SCALAR_LATENCY, pre_weights=True, weigh_x=True,
-                                       wide_loads=True, packed_weights=dtype == torch.bfloat16)
+                                       wide_loads=True)
             return StatePassConfig(block_p=block_p, block_n=block_n, latency=4, occupancy=2, unroll=2,
                                    scalar_latency=_SCALAR_LATENCY, pre_weights=True, weigh_x=True)
         while block_n > min(dims.dstate, 16) and _walk_programs(dims, block_p, block_n) < target:

@@ -253,8 +253,7 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
     # segmented pass's local walk.
     for unroll, latency in ((sp.unroll, sp.latency), (1, sp.latency), (2, 2), (2, 6)):
         cand = dataclasses.replace(sp, packed_weights=True, unroll=unroll, latency=latency)
-        if cand != sp:  # the chooser's own walk at dstate 128
-            out.append(one(f"packed u{unroll} lat{latency}", "serial-state", "state_pass", cand))
+        out.append(one(f"packed u{unroll} lat{latency}", "serial-state", "state_pass", cand))
     out.append(one("packed segmented", "segmented-state", "segment_state",
                    dataclasses.replace(seg, packed_weights=True)))
     # The segmented pass's local walk reading the cumsum's chunk-state weights on x's rows (pre_weights, weigh_x: the
@@ -413,16 +412,11 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
                 out.append(one(f"walk wide occ{occupancy} lat{latency}", "serial-state", "state_pass", cand))
         # With the weights applied in bf16 as well (packed_weights, bf16 only): at dstate 128 the export's loop then
         # holds 402 instructions a step instead of 768 (2 integer multiply-adds instead of 124), at 512 429 instead of
-        # 681, each with 7 barrier waits. Where the chooser's walk is the wide packed one (bf16 at dstate 128), the
-        # same walk with the fp32 product instead.
+        # 681, each with 7 barrier waits.
         if dtype == torch.bfloat16:
             for occupancy in (sp.occupancy, 1):
                 cand = dataclasses.replace(sp, wide_loads=True, packed_weights=True, occupancy=occupancy)
-                if cand != sp:
-                    out.append(one(f"walk wide packed occ{occupancy}", "serial-state", "state_pass", cand))
-            if sp.wide_loads and sp.packed_weights:
-                out.append(one("walk wide fp32-weights", "serial-state", "state_pass",
-                               dataclasses.replace(sp, packed_weights=False)))
+                out.append(one(f"walk wide packed occ{occupancy}", "serial-state", "state_pass", cand))
         # Unswapped (dstate 128): 16-wide dstate tiles, twice the programs at two an SM (94 KB each in the export),
         # each weighing the whole x tile; with the packed weights that weighting is cheap.
         if not sp.swap_ab and sp.block_n > 16:
