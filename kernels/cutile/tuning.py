@@ -84,7 +84,8 @@ class Variant:
     (one chunk a step: 140.5), 23.0 against 23.3 at (4096, 128), 303.4 against 298.0 at (65536, 128); one chunk a
     step at dstate 256, 1-3% faster (99.6 against 101.8 us at 16384 tokens, 382.1 against 395.2 at 65536), within
     what separates runs (explore_cutile, 2026-12-02, reports/published/0.1.0+20261202T144500Z-0039de8/
-    explore-packed.json). The walk's chain waits on memory and on its matmul, not on these instructions.
+    explore-packed.json). The walk's chain waits on memory and on its matmul, not on these instructions. The wide walk of
+    dstate 128 gains 1.4-2.1% from it, its final state's errors then 1.3-2.3x the fp32 product's (``state_pass_config``).
     ``walk_segments``: the serial walk in this many segments (``StatePassConfig.segments``; None: the chooser's, one),
     each segment's programs first summing the chunks before it (kernels.cutile.state_pass._prefix_state) and then
     walking their own: twice the programs, each chain half as long. On the H200 the state pass was slower with two
