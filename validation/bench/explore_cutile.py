@@ -44,7 +44,10 @@ _STAGES = ("chunk_cumsum", "state_pass", "chunk_out", "segment_state", "chunk_st
 
 
 def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, arch: str = "sm_90"):
-    """(name, variant, configs) around the default configuration, one stage at a time."""
+    """(name, variant, configs, also) around the default configuration, one stage at a time: those whose name starts
+    with one of ``only`` (all for None) and the default, each configuration once. Candidates derived from different
+    baselines can land on the same variant and configs (the chooser's own walk under a second name, say); the first
+    name is kept and the others, in ``also``, are timed with it instead of again."""
     dims = SSDDims(spec.batch, spec.seqlen, spec.nheads, spec.headdim, spec.ngroups, spec.dstate)
     base = tuning.choose(arch, dims, dtype, spec.chunk_size)
 
@@ -441,14 +444,18 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
             cand = dataclasses.replace(seg, wide_loads=True, occupancy=occupancy)
             out.append(one(f"walk wide segmented occ{occupancy}", "segmented-out", "segment_state", cand))
     unique = {name: (name, variant, cfgs) for name, variant, cfgs in out}
-    return [c for c in unique.values() if only is None or c[0].startswith(tuple(only)) or c[0] == "default"]
+    by_config: dict[tuple[str, tuning.Configs], tuple[str, list[str]]] = {}
+    for name, variant, cfgs in unique.values():
+        if only is None or name.startswith(tuple(only)) or name == "default":
+            by_config.setdefault((variant, cfgs), (name, []))[1].append(name)
+    return [(name, variant, cfgs, tuple(names[1:])) for (variant, cfgs), (name, names) in by_config.items()]
 
 
 def _measure(call, spec: ProblemSpec, name: str, variant: str, cfgs: tuning.Configs, inputs, y_ref, state_ref,
-             reps: int, arch: str) -> tuple[dict, str]:
-    """One candidate's row (its configuration, the seconds of its first call, compilation included, the float64
-    gate's verdict and errors, and where it passed, the forward's kernel time and each kernel's) and the line that
-    shows it."""
+             reps: int, arch: str, also: tuple[str, ...] = ()) -> tuple[dict, str]:
+    """One candidate's row (its configuration, the other names it stands for, the seconds of its first call,
+    compilation included, the float64 gate's verdict and errors, and where it passed, the forward's kernel time and
+    each kernel's) and the line that shows it."""
     seqlen, dstate = spec.seqlen, spec.dstate
     device = torch.device("cuda")
     torch.cuda.synchronize(device)
@@ -457,12 +464,13 @@ def _measure(call, spec: ProblemSpec, name: str, variant: str, cfgs: tuning.Conf
         y, state = call()
         torch.cuda.synchronize(device)
     except ct.TileError as err:  # a candidate the compiler refuses is a result, not a stop
-        return ({"batch": spec.batch, "seqlen": seqlen, "dstate": dstate, "candidate": name,
+        return ({"batch": spec.batch, "seqlen": seqlen, "dstate": dstate, "candidate": name, "also": list(also),
                  "first_call_s": round(time.perf_counter() - start, 2),
                  "gate": f"did not compile: {type(err).__name__}: {str(err)[:300]}"}, "did not compile")
     first_call_s = round(time.perf_counter() - start, 2)
     verdict = judge("cutile", spec.dtype, IMPLS["cutile"].matmul[spec.dtype], y, state, y_ref, state_ref)
-    row = {"batch": spec.batch, "seqlen": seqlen, "dstate": dstate, "candidate": name, "variant": variant,
+    row = {"batch": spec.batch, "seqlen": seqlen, "dstate": dstate, "candidate": name, "also": list(also),
+           "variant": variant,
            **{f"{stage}_config": dataclasses.asdict(getattr(cfgs, stage)) for stage in _STAGES},
            "first_call_s": first_call_s, "gate": verdict.failures() or "pass",
            "y_rel_l2": verdict.record().get("y_rel_l2"), "state_rel_l2": verdict.record().get("state_rel_l2")}
@@ -507,7 +515,8 @@ def main(argv: list[str] | None = None) -> int:
     specs = [ProblemSpec(seqlen=seqlen, dstate=dstate, **{**POINT, "chunk_size": args.chunk_size, "batch": batch})
              for batch in args.batch for seqlen in args.seqlen for dstate in args.dstate]
     if args.only:
-        names = {c[0] for spec in specs for c in _candidates(spec, spec.torch_dtype, None, arch)}
+        names = {name for spec in specs for c in _candidates(spec, spec.torch_dtype, None, arch)
+                 for name in (c[0], *c[3])}
         unmatched = [prefix for prefix in args.only if not any(name.startswith(prefix) for name in names)]
         if unmatched:
             firsts = sorted({name.split()[0].rstrip(":") for name in names})
@@ -522,12 +531,13 @@ def main(argv: list[str] | None = None) -> int:
         point = f"b={spec.batch} l={spec.seqlen} n={spec.dstate}"
         inputs = spec.make_inputs("cuda")
         y_ref, state_ref = ssd_chunked(*inputs.as_args(), chunk_size=32)
-        for name, variant, cfgs in _candidates(spec, inputs.x.dtype, args.only, arch):
+        for name, variant, cfgs, also in _candidates(spec, inputs.x.dtype, args.only, arch):
             # Before the first call, which compiles: a candidate that holds the compiler is named on the way in.
-            print(f"{point} {name:<28} compiling, gating, timing", file=sys.stderr, flush=True)
+            same = f" (also {', '.join(also)}: the same configuration)" if also else ""
+            print(f"{point} {name:<28} compiling, gating, timing{same}", file=sys.stderr, flush=True)
             call = functools.partial(ssd_fwd_cutile_variant(variant, configs=cfgs), *inputs.as_args(),
                                      chunk_size=spec.chunk_size)
-            row, shown = _measure(call, spec, name, variant, cfgs, inputs, y_ref, state_ref, args.reps, arch)
+            row, shown = _measure(call, spec, name, variant, cfgs, inputs, y_ref, state_ref, args.reps, arch, also)
             rows.append(row)
             print(f"{point} {name:<28} {shown}", file=sys.stderr, flush=True)
             # after every candidate, so a run stopped from outside keeps every row it finished
