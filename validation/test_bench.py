@@ -586,24 +586,6 @@ def test_explore_cutile_refuses_an_unknown_only_prefix_and_an_unwritable_folder_
     assert not (tmp_path / "new.json").exists()
 
 
-@pytest.mark.parametrize("dstate", [64, 128, 512])
-def test_explore_cutile_times_each_configuration_once_under_every_name_it_has(dstate: int) -> None:
-    import torch
-
-    from reference import ProblemSpec
-    from validation.bench import explore_cutile  # imports cuda.tile: every session that runs tests installs it
-
-    spec = ProblemSpec(4, 16384, 8, 64, 1, dstate, 128)
-    candidates = explore_cutile._candidates(spec, torch.bfloat16, None)
-    configs = [(variant, cfgs) for _, variant, cfgs, _ in candidates]
-    assert len(configs) == len(set(configs)), "a configuration timed twice"
-    assert candidates[0][0] == "default"
-    alias = next(also[0] for *_, also in candidates if also)
-    # --only with a name that stands as another's alias still selects its configuration, under that name or beside
-    # the default's (which every run times).
-    assert any(alias in (name, *also) for name, *_, also in explore_cutile._candidates(spec, torch.bfloat16, [alias]))
-
-
 def test_explore_cutile_takes_a_batch_and_refuses_one_below_1(tmp_path, capsys) -> None:
     from validation.bench import explore_cutile  # imports cuda.tile: every session that runs tests installs it
 

@@ -595,21 +595,28 @@ def test_the_chunk_states_layout_is_the_walks_and_chunk_out_is_told(variant, tra
                                                  (4096, 64, 128), (16384, 64, 128)])
 def test_every_exploration_candidate_plans(seqlen, dstate, chunk) -> None:
     # explore_cutile's candidates run on a GPU one after another: one that cannot even be planned would only
-    # show there, after the GPU time before it. Each must plan on meta tensors, under a name of its own.
+    # show there, after the GPU time before it. Each must plan on meta tensors, under a name of its own, and each
+    # configuration come once (the names that reach it again in ``also``), still selected by any of its names.
     from validation.bench.explore_cutile import _candidates
 
     spec = ProblemSpec(batch=4, seqlen=seqlen, nheads=8, headdim=64, ngroups=1, dstate=dstate, chunk_size=chunk,
                        dtype="bf16")
     candidates = _candidates(spec, torch.bfloat16, None)
-    assert candidates[0][0] == "default" and len({name for name, _, _ in candidates}) == len(candidates)
+    names = [name for name, *_, also in candidates for name in (name, *also)]
+    assert candidates[0][0] == "default" and len(set(names)) == len(names)
+    configs = [(variant, cfgs) for _, variant, cfgs, _ in candidates]
+    assert len(set(configs)) == len(configs), "a configuration timed twice"
     x, dt, A, B, C, D, h0 = meta_inputs(SpecClass(SSDDims(4, seqlen, 8, 64, 1, dstate), torch.bfloat16, chunk, True,
                                                   False))
-    for name, variant, cfgs in candidates:
+    for name, variant, cfgs, _ in candidates:
         launches, _, _ = cutile_api.plan_forward(x, dt, A, B, C, D, h0, chunk_size=chunk, arch="sm_90",
                                                  variant=VARIANTS[variant], configs=cfgs)
         assert launches, name
     only = _candidates(spec, torch.bfloat16, ["state "])
-    assert only[0][0] == "default" and all(name.startswith("state ") for name, _, _ in only[1:])
+    assert only[0][0] == "default" and all(name.startswith("state ") for name, *_ in only[1:])
+    aliases = [also[0] for *_, also in candidates if also]
+    for alias in aliases[:3]:  # under that name, or beside the default's, which every run times
+        assert any(alias in (name, *also) for name, *_, also in _candidates(spec, torch.bfloat16, [alias])), alias
 
 
 def test_every_exp2_of_the_kernels_goes_through_the_one_helper() -> None:
