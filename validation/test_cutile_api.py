@@ -409,6 +409,26 @@ def test_split_diag_variant_reaches_chunk_out_only_for_whole_chunk_row_blocks() 
     assert not split(256, "split-diag"), "chunk 256 runs in two row blocks: the halves are of the whole chunk only"
 
 
+@pytest.mark.parametrize("dstate", [64, 128, 256, 512])
+def test_causal_cb_is_the_default_from_dstate_256_and_gives_way_to_a_shared_or_buffered_block(dstate) -> None:
+    def causal(chunk_size: int, variant: str) -> bool:
+        spec = SpecClass(SSDDims(2, 1000, 8, 64, 1, dstate), torch.bfloat16, chunk_size, True, False)
+        launches, _, _ = cutile_api.plan_forward(*meta_inputs(spec), chunk_size=chunk_size, arch="sm_90",
+                                                 variant=VARIANTS[variant])
+        [out] = [la for la in launches if la.kernel._pyfunc.__name__ == "_chunk_out_kernel"]
+        names = list(inspect.signature(out.kernel._pyfunc).parameters)
+        return out.args[names.index("CAUSAL_CB")]
+
+    assert causal(128, "default") == (dstate >= 256)
+    assert causal(128, "causal-cb") and not causal(128, "full-cb")
+    # The variants that share, buffer or split the whole block run it so; chunk 256 (two row blocks a chunk) never.
+    for variant in ("cb-shared-8", "cb-buffer", "split-diag", "c-twice"):
+        assert not causal(128, variant), variant
+    assert not causal(256, "causal-cb")
+    fp32 = SpecClass(SSDDims(2, 1000, 8, 64, 1, dstate), torch.float32, 128, True, False)
+    assert not tuning.choose("sm_90", fp32.dims, torch.float32, 128).chunk_out.causal_cb, "measured on 16-bit only"
+
+
 def _wide(launch) -> set[str]:
     from kernels.cutile.export import _wide_params
 
@@ -521,6 +541,9 @@ def test_settings_measured_slower_refuse_what_they_cannot_run_instead_of_droppin
                                                                    wide_loads=False))
     with pytest.raises(ValueError, match=r"g_last=True with pre_weights=False"):
         cutile_api.plan_forward(*meta_inputs(spec), chunk_size=128, arch="sm_90", configs=own)
+    shared = dataclasses.replace(base, chunk_out=dataclasses.replace(base.chunk_out, causal_cb=True, block_h=2))
+    with pytest.raises(ValueError, match=r"causal_cb needs one head a program \(block_h=2\)"):
+        cutile_api.plan_forward(*meta_inputs(spec), chunk_size=128, arch="sm_90", configs=shared)
 
 
 def _walk_flag(launches, name: str):

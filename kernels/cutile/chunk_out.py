@@ -51,38 +51,40 @@ def _causal_decay(g_col, BLOCK):
     return ct.where(causal, exp2_decay(g_col - g_col.reshape((1, BLOCK))), 0.0)
 
 
-def _diagonal_in_halves(x, dtT, g, D, y, acc, cb, b, head, row_block, p_tile, BLOCK_M, BLOCK_P, HAS_D, LATENCY,
-                        MMA_DTYPE):
-    """The diagonal block's rows as two halves of H = BLOCK_M/2 rows: ``acc`` (C·hᵀ, already decayed) plus the
-    causal part. The upper half sees only its own H x H triangle; the lower half sees the upper half's columns, all
-    in its past, with the decay factorized through the upper half's last cumsum g_e (exp2(g_i - g_e) *
-    exp2(g_e - g_j), both exponents <= 0), and its own triangle. 2 H**2 + 2 H exp2 instead of BLOCK_M**2, and the
-    all-future upper-right quarter is never formed."""
+def _diagonal_in_halves(x, dtT, g, D, y, acc0, acc1, cb00, cb10, cb11, b, head, row_block, p_tile, BLOCK_M, BLOCK_P,
+                        HAS_D, LATENCY, MMA_DTYPE):
+    """The diagonal block's rows as two halves of H = BLOCK_M/2 rows: ``acc0`` and ``acc1`` (their C·hᵀ, already
+    decayed) plus the causal part, from the three quarters of the diagonal C·Bᵀ block that are not all future (upper
+    left, lower left, lower right). The upper half sees only its own H x H triangle; the lower half sees the upper
+    half's columns, all in its past, with the decay factorized through the upper half's last cumsum g_e
+    (exp2(g_i - g_e) * exp2(g_e - g_j), both exponents <= 0), and its own triangle. 2 H**2 + 2 H exp2 instead of
+    BLOCK_M**2, and the all-future upper-right quarter is never weighted."""
     H = BLOCK_M // 2
     halves = (2 * row_block, 2 * row_block + 1)  # in H rows of the sequence
+    d = ct.load(D, (head,), shape=(1,)).reshape((1, 1)) if HAS_D else None
+    # The upper half first, stored before the lower half's weights are formed, so that fewer tiles are live at once.
     g0 = ct.load(g, (b, head, halves[0]), shape=(1, 1, H)).reshape((1, H))
-    g1 = ct.load(g, (b, head, halves[1]), shape=(1, 1, H)).reshape((1, H))
     dt0 = ct.load(dtT, (b, head, halves[0]), shape=(1, 1, H)).reshape((1, H))
-    dt1 = ct.load(dtT, (b, head, halves[1]), shape=(1, 1, H)).reshape((1, H))
     # Rows past seqlen load as zeros (dt is zero there too) and are clipped on store.
     X0 = ct.load(x, (b, halves[0], head, p_tile), shape=(1, H, 1, BLOCK_P), padding_mode=ct.PaddingMode.ZERO,
                  latency=LATENCY).reshape((H, BLOCK_P))
+    w00 = cb00.astype(ct.float32) * _causal_decay(g0.reshape((H, 1)), H) * dt0
+    top = ct.mma(w00.astype(MMA_DTYPE), X0.astype(MMA_DTYPE), acc0)
+    if HAS_D:
+        top = top + d * X0.astype(ct.float32)
+    ct.store(y, (b, halves[0], head, p_tile), top.reshape((1, H, 1, BLOCK_P)).astype(y.dtype))
+    g1 = ct.load(g, (b, head, halves[1]), shape=(1, 1, H)).reshape((1, H))
+    dt1 = ct.load(dtT, (b, head, halves[1]), shape=(1, 1, H)).reshape((1, H))
     X1 = ct.load(x, (b, halves[1], head, p_tile), shape=(1, H, 1, BLOCK_P), padding_mode=ct.PaddingMode.ZERO,
                  latency=LATENCY).reshape((H, BLOCK_P))
-    cbf = cb.astype(ct.float32)
-    g0_col, g1_col = g0.reshape((H, 1)), g1.reshape((H, 1))
-    w00 = ct.extract(cbf, (0, 0), shape=(H, H)) * _causal_decay(g0_col, H) * dt0
-    w11 = ct.extract(cbf, (1, 1), shape=(H, H)) * _causal_decay(g1_col, H) * dt1
+    g1_col = g1.reshape((H, 1))
     g_e = ct.extract(g0, (0, H - 1), shape=(1, 1))
-    w10 = ct.extract(cbf, (1, 0), shape=(H, H)) * (exp2_decay(g1_col - g_e) * (exp2_decay(g_e - g0) * dt0))
-    top = ct.mma(w00.astype(MMA_DTYPE), X0.astype(MMA_DTYPE), ct.extract(acc, (0, 0), shape=(H, BLOCK_P)))
-    bottom = ct.mma(w10.astype(MMA_DTYPE), X0.astype(MMA_DTYPE), ct.extract(acc, (1, 0), shape=(H, BLOCK_P)))
+    w10 = cb10.astype(ct.float32) * (exp2_decay(g1_col - g_e) * (exp2_decay(g_e - g0) * dt0))
+    bottom = ct.mma(w10.astype(MMA_DTYPE), X0.astype(MMA_DTYPE), acc1)
+    w11 = cb11.astype(ct.float32) * _causal_decay(g1_col, H) * dt1
     bottom = ct.mma(w11.astype(MMA_DTYPE), X1.astype(MMA_DTYPE), bottom)
     if HAS_D:
-        d = ct.load(D, (head,), shape=(1,)).reshape((1, 1))
-        top = top + d * X0.astype(ct.float32)
         bottom = bottom + d * X1.astype(ct.float32)
-    ct.store(y, (b, halves[0], head, p_tile), top.reshape((1, H, 1, BLOCK_P)).astype(y.dtype))
     ct.store(y, (b, halves[1], head, p_tile), bottom.reshape((1, H, 1, BLOCK_P)).astype(y.dtype))
 
 
@@ -121,8 +123,11 @@ def _rows_out(x, B, C, g, dtT, D, y, acc, cb, b, head, group, row_block, chunk, 
     if not C_ONCE:
         cb = _cb_block(B, C, b, row_block, group, ntiles, BLOCK_M, BLOCK_N, LATENCY, MMA_DTYPE)
     if SPLIT_DIAG:
-        _diagonal_in_halves(x, dtT, g, D, y, acc, cb, b, head, row_block, p_tile, BLOCK_M, BLOCK_P, HAS_D, LATENCY,
-                            MMA_DTYPE)
+        H = BLOCK_M // 2
+        _diagonal_in_halves(x, dtT, g, D, y, ct.extract(acc, (0, 0), shape=(H, BLOCK_P)),
+                            ct.extract(acc, (1, 0), shape=(H, BLOCK_P)), ct.extract(cb, (0, 0), shape=(H, H)),
+                            ct.extract(cb, (1, 0), shape=(H, H)), ct.extract(cb, (1, 1), shape=(H, H)), b, head,
+                            row_block, p_tile, BLOCK_M, BLOCK_P, HAS_D, LATENCY, MMA_DTYPE)
     else:
         decay = _causal_decay(g_m, BLOCK_M)
         dt_m = ct.load(dtT, (b, head, row_block), shape=(1, 1, BLOCK_M)).reshape((1, BLOCK_M))
@@ -185,6 +190,46 @@ def _state_product(C, states, acc, b, head, group, row_block, chunk, p_tile, nti
         hT = _state_t(states, b, head, chunk, p_tile, n, BLOCK_P, BLOCK_N, STATES_T, state_latency)
         acc = ct.mma(Cm.astype(STATE_MMA_DTYPE), hT.astype(STATE_MMA_DTYPE), acc)
     return acc
+
+
+def _rows_out_causal_cb(x, B, C, g, dtT, D, y, states, acc, b, head, group, row_block, chunk, p_tile, ntiles,
+                        BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, STATES_T, LATENCY, state_latency, MMA_DTYPE,
+                        STATE_MMA_DTYPE):
+    """One head's BLOCK_M x BLOCK_P block of y (whole chunks) in two halves of H = BLOCK_M/2 rows, ``acc`` holding
+    what precedes the C·hᵀ loop (``_entry_acc``): the loop takes C, B and the state by H-row tiles and builds only
+    the three quarters of the diagonal C·Bᵀ block that hold a past column (C_0 B_0ᵀ, C_1 B_0ᵀ, C_1 B_1ᵀ), skipping
+    the all-future one, a quarter of the block's matmul work; ``_diagonal_in_halves`` weighs them."""
+    H = BLOCK_M // 2
+    top, bottom = 2 * row_block, 2 * row_block + 1  # in H rows of the sequence
+    acc0 = ct.extract(acc, (0, 0), shape=(H, BLOCK_P))
+    acc1 = ct.extract(acc, (1, 0), shape=(H, BLOCK_P))
+    cb00 = ct.zeros((H, H), dtype=ct.float32)
+    cb10 = ct.zeros((H, H), dtype=ct.float32)
+    cb11 = ct.zeros((H, H), dtype=ct.float32)
+    for n in range(ntiles):
+        # Rows past seqlen load as zeros.
+        C0 = ct.load(C, (b, top, group, n), shape=(1, H, 1, BLOCK_N), padding_mode=ct.PaddingMode.ZERO,
+                     latency=LATENCY).reshape((H, BLOCK_N))
+        C1 = ct.load(C, (b, bottom, group, n), shape=(1, H, 1, BLOCK_N), padding_mode=ct.PaddingMode.ZERO,
+                     latency=LATENCY).reshape((H, BLOCK_N))
+        hT = _state_t(states, b, head, chunk, p_tile, n, BLOCK_P, BLOCK_N, STATES_T, state_latency).astype(
+            STATE_MMA_DTYPE)
+        acc0 = ct.mma(C0.astype(STATE_MMA_DTYPE), hT, acc0)
+        acc1 = ct.mma(C1.astype(STATE_MMA_DTYPE), hT, acc1)
+        B0 = ct.load(B, (b, top, group, n), shape=(1, H, 1, BLOCK_N), padding_mode=ct.PaddingMode.ZERO,
+                     latency=LATENCY).reshape((H, BLOCK_N))
+        B1 = ct.load(B, (b, bottom, group, n), shape=(1, H, 1, BLOCK_N), padding_mode=ct.PaddingMode.ZERO,
+                     latency=LATENCY).reshape((H, BLOCK_N))
+        B0t = B0.transpose().astype(MMA_DTYPE)
+        cb00 = ct.mma(C0.astype(MMA_DTYPE), B0t, cb00)
+        cb10 = ct.mma(C1.astype(MMA_DTYPE), B0t, cb10)
+        cb11 = ct.mma(C1.astype(MMA_DTYPE), B1.transpose().astype(MMA_DTYPE), cb11)
+    g_m = ct.load(g, (b, head, row_block), shape=(1, 1, BLOCK_M)).reshape((BLOCK_M, 1))
+    # g_m <= 0, so exp2(g_m) <= 1.
+    acc0 = acc0 * exp2(ct.extract(g_m, (0, 0), shape=(H, 1)))
+    acc1 = acc1 * exp2(ct.extract(g_m, (1, 0), shape=(H, 1)))
+    _diagonal_in_halves(x, dtT, g, D, y, acc0, acc1, cb00, cb10, cb11, b, head, row_block, p_tile, BLOCK_M, BLOCK_P,
+                        HAS_D, LATENCY, MMA_DTYPE)
 
 
 def _rows_out_cb_first(x, B, C, g, dtT, D, y, states, seg_entry, chunk_decay, b, head, group, row_block, chunk,
@@ -261,6 +306,7 @@ def _chunk_out_kernel(
     HEAVY_FIRST: ct.Constant[bool],
     STATE_LATENCY: ct.Constant[int],
     CB_FIRST: ct.Constant[bool],
+    CAUSAL_CB: ct.Constant[bool],
 ):
     """Grid (cdiv(seqlen, BLOCK_M) * nheads/BLOCK_H * headdim/BLOCK_P, batch): BLOCK_M rows x BLOCK_P
     columns of y for BLOCK_H heads of one group of one sequence; row blocks are slowest, so the heads
@@ -302,6 +348,14 @@ def _chunk_out_kernel(
         _rows_out_cb_first(x, B, C, g, dtT, D, y, states, seg_entry, chunk_decay, b, head0, group, row_block, chunk,
                            p_tile, ntiles, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, STATES_T, SEG_CHUNKS, SEG_FROM_END,
                            LATENCY, STATE_LATENCY, MMA_DTYPE, STATE_MMA_DTYPE)
+        return
+    if CAUSAL_CB:
+        # Whole chunks, one head a program: the diagonal block's three causal quarters (``_rows_out_causal_cb``).
+        acc = _entry_acc(C, seg_entry, chunk_decay, b, head0, group, row_block, chunk, p_tile, ntiles, BLOCK_M, BLOCK_P,
+                         BLOCK_N, SEG_CHUNKS, SEG_FROM_END, LATENCY, STATE_MMA_DTYPE)
+        _rows_out_causal_cb(x, B, C, g, dtT, D, y, states, acc, b, head0, group, row_block, chunk, p_tile, ntiles,
+                            BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, STATES_T, LATENCY, latency_hint(STATE_LATENCY),
+                            MMA_DTYPE, STATE_MMA_DTYPE)
         return
     # The carried state first, so that at most two accumulators (y and a C·Bᵀ block) are ever live.
     # With C_ONCE (one row block per chunk, so no off-diagonal blocks), the diagonal C·Bᵀ block is built
@@ -372,6 +426,7 @@ def _chunk_out_args(x, B, C, g, dtT, states, D, cbuf, seg_entry, chunk_decay, se
         cfg.heavy_first,
         cfg.state_latency,
         cfg.cb_first,
+        cfg.causal_cb and cfg.whole_chunks(chunk_size),
     )
 
 
@@ -407,6 +462,12 @@ def chunk_out(x: torch.Tensor, B: torch.Tensor, C: torch.Tensor, g: torch.Tensor
         raise ValueError(f"chunk_out: cb_first needs whole chunks (block_m == chunk_size: {cfg.block_m} vs "
                          f"{chunk_size}, c_once={cfg.c_once}), one head a program (block_h={cfg.block_h}), no C·Bᵀ "
                          f"buffer (cb_buffer={cb_buffer}) and no split diagonal (split_diag={cfg.split_diag})")
+    # Like split_diag, causal_cb applies to programs of whole chunks only (block_m == chunk_size) and is ignored else.
+    causal_cb = cfg.causal_cb and one_block
+    if causal_cb and (cfg.block_h != 1 or cb_buffer or cfg.cb_first or cfg.block_m % 2):
+        raise ValueError(f"chunk_out: causal_cb needs one head a program (block_h={cfg.block_h}), no C·Bᵀ buffer "
+                         f"(cb_buffer={cb_buffer}), not cb_first (cb_first={cfg.cb_first}) and an even block_m "
+                         f"({cfg.block_m})")
     launches = []
     for first, part in states:
         nchunks = part.shape[2]

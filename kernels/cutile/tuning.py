@@ -106,6 +106,11 @@ class Variant:
     On the H200 the forward took 56.5 against 48.4 us at (4096 tokens, dstate 64), 156.0 against 151.6 at (16384, 64)
     and 260.5 against 191.9 at (16384, 128): the walk's chain absorbs the cumsum and the weights, 8-75 us, against the
     2.8-4.3 us launch saved (explore_cutile, 2026-12-03, reports/published/0.1.0+20261203T164800Z-2a71ae5).
+    ``causal_cb``: chunk_out builds only the three quarters of its diagonal C·Bᵀ block that hold a past column (C, B
+    and the chunk state loaded by half-row tiles, the rows weighed in two halves as with ``split_diag``), skipping the
+    all-future quarter's matmul: the default for 16-bit inputs from dstate 256 at chunk 128 (``chunk_out_config``;
+    None: the chooser's; True, "causal-cb", forces it at dstate 64 and 128 too; False, "full-cb", builds the whole
+    block as before).
     """
 
     state: str = "auto"
@@ -122,6 +127,7 @@ class Variant:
     walk_segments: int | None = None
     two_segment_scan: bool = False
     cumsum_in_kernels: bool = False
+    causal_cb: bool | None = None
 
     def unsupported_reason(self, dstate: int) -> str | None:
         """Why this variant cannot run a problem of this dstate (None: it can)."""
@@ -156,6 +162,8 @@ VARIANTS = {
     "segmented-out": Variant(state="segmented-out"),
     "segmented-out-scanned": Variant(state="segmented-out", two_segment_scan=True),
     "cumsum-in-kernels": Variant(cumsum_in_kernels=True),
+    "causal-cb": Variant(causal_cb=True),
+    "full-cb": Variant(causal_cb=False),
 }
 
 
@@ -257,15 +265,22 @@ class ChunkOutConfig:
         return self.c_once and chunk_size == self.block_m
 
     def with_variant(self, variant: Variant) -> ChunkOutConfig:
-        """This configuration with what ``variant`` forces (C loaded once or not, C·Bᵀ shared or buffered)."""
+        """This configuration with what ``variant`` forces (C loaded once or not, C·Bᵀ shared, buffered, split or in
+        its causal quarters). A variant that shares, buffers or splits the whole block runs it so, without the
+        chooser's causal quarters (unless it forces them too)."""
+        causal_cb = self.causal_cb if variant.causal_cb is None else variant.causal_cb
+        if variant.causal_cb is None and (variant.cb_heads > 1 or variant.cb_buffer or variant.split_diag):
+            causal_cb = False
         return replace(self, c_once=variant.c_once, block_h=variant.cb_heads if variant.cb_heads > 1 else self.block_h,
                        cb_buffer=self.cb_buffer if variant.cb_buffer is None else variant.cb_buffer,
-                       split_diag=self.split_diag if variant.split_diag is None else variant.split_diag)
+                       split_diag=self.split_diag if variant.split_diag is None else variant.split_diag,
+                       causal_cb=causal_cb)
     block_h: int = 1          # heads of one group per program, sharing one C·Bᵀ block (needs c_once)
     split_diag: bool = False  # the diagonal block in two row halves, the lower's past half factorized (whole chunks)
     heavy_first: bool = True  # two segments without a scan: segment 1's programs (with the completion product) first
     state_latency: int = 0    # DRAM latency hint of the chunk-state loads (0: the compiler's)
     cb_first: bool = False    # whole chunks: C·Bᵀ and its weights before the C·hᵀ loop, C loaded twice (measured slower)
+    causal_cb: bool = False   # whole chunks: of the diagonal C·Bᵀ block only the three quarters holding a past column
 
 
 def chunk_cumsum_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> ChunkCumsumConfig:
@@ -588,8 +603,17 @@ def chunk_out_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: i
         if dims.dstate <= 128:
             return ChunkOutConfig(block_m=block_m, block_p=block_p, block_n=min(dims.dstate, 32), latency=2,
                                   occupancy=occupancy, heavy_first=heavy_first, state_latency=2)
+        # From dstate 256, of the diagonal C·Bᵀ block only the three quarters that hold a past column (causal_cb),
+        # C, B and the states by 64-row tiles: chunk_out 218.0 -> 210.9 us at (16384 tokens, dstate 512), 118.5 ->
+        # 115.6 at (8192, 512), 148.6 -> 143.8 at (16384, 256), 80.1 -> 78.9 at (8192, 256), 64.0 -> 64.0 at (4096,
+        # 512) and 43.5 -> 43.1 at (4096, 256), every gate's error the same to five digits (explore_cutile on an
+        # H100, 2026-12-06, reports/published/0.1.0+20261206T053200Z-26cfee9-dirty). A quarter of the block's matmul work
+        # is a sixth of chunk_out's at 512, and bought 3% of it: chunk_out there waits on memory more than on its
+        # matmuls. At dstate 64 and 128 it was 0-6% slower with 32-wide steps and within 1% with 64-wide ones. The
+        # sm_90 export spills three registers a program after the dstate loop (three local-memory stores and loads).
         return ChunkOutConfig(block_m=block_m, block_p=block_p, block_n=min(dims.dstate, 64), latency=4,
-                              occupancy=occupancy, heavy_first=heavy_first)
+                              occupancy=occupancy, heavy_first=heavy_first,
+                              causal_cb=block_m == chunk_size and block_m % 128 == 0)
     return ChunkOutConfig(block_m=block_m, block_p=block_p, block_n=min(dims.dstate, 64), latency=4,
                           heavy_first=heavy_first)
 

@@ -140,6 +140,14 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
     for occupancy in (co.occupancy, None) if whole else ():
         cand = dataclasses.replace(co, split_diag=True, occupancy=occupancy)
         out.append(one(f"chunk_out split occ{occupancy}", "default", "chunk_out", cand))
+    # Only the three causal quarters of the diagonal C·Bᵀ block built (causal_cb), C, B and the states by half-row
+    # tiles: a quarter of the block's matmul work skipped, at the chooser's dstate steps and hints and around them.
+    around = ({}, {"occupancy": None}, {"block_n": min(64, spec.dstate), "latency": 4},
+              {"block_n": min(32, spec.dstate), "latency": 2}, {"state_latency": 0}, {"latency": 2})
+    for changes in around if whole else ():
+        cand = dataclasses.replace(co, causal_cb=True, **changes)
+        out.append(one(f"chunk_out causal n{cand.block_n} occ{cand.occupancy} lat{cand.latency} "
+                       f"slat{cand.state_latency}", "default", "chunk_out", cand))
     # The fused pass (segment_out): segment length, headdim tile and occupancy of the output walk.
     if spec.dstate <= 128:
         so = base.segment_out
