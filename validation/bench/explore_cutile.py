@@ -144,7 +144,8 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
     # Only the three causal quarters of the diagonal C·Bᵀ block built (causal_cb), C, B and the states by half-row
     # tiles: a quarter of the block's matmul work skipped, at the chooser's dstate steps and hints and around them.
     around = ({}, {"occupancy": None}, {"block_n": min(64, spec.dstate), "latency": 4},
-              {"block_n": min(32, spec.dstate), "latency": 2}, {"state_latency": 0}, {"latency": 2})
+              {"block_n": min(32, spec.dstate), "latency": 2}, {"state_latency": 0}, {"latency": 2}, {"latency": 6},
+              {"latency": 8}, {"state_latency": 4}, {"state_latency": 8})
     for changes in around if whole else ():
         cand = dataclasses.replace(co, causal_cb=True, **changes)
         out.append(one(f"chunk_out causal n{cand.block_n} occ{cand.occupancy} lat{cand.latency} "
