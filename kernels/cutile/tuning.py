@@ -611,6 +611,8 @@ def chunk_out_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: i
         # is a sixth of chunk_out's at 512, and bought 3% of it: chunk_out there waits on memory more than on its
         # matmuls. At dstate 64 and 128 it was 0-6% slower with 32-wide steps and within 1% with 64-wide ones. The
         # sm_90 export spills three registers a program after the dstate loop (three local-memory stores and loads).
+        # Deeper load pipelines were no faster with it (x, B, C hinted 6 or 8: 1-3% slower; the chunk states hinted 4:
+        # within 0.7 us; 8: 12-24% slower; reports/published/0.1.0+20261206T054930Z-d07ad98).
         return ChunkOutConfig(block_m=block_m, block_p=block_p, block_n=min(dims.dstate, 64), latency=4,
                               occupancy=occupancy, heavy_first=heavy_first,
                               causal_cb=block_m == chunk_size and block_m % 128 == 0)
