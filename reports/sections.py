@@ -617,9 +617,12 @@ def ablation(run: Run) -> dict[str, Any]:
         key = tuple((c.shape or {}).get(k) for k in HEADLINE) + (c.dtype,)
         base = points.get(key, {}).get("triton")
         ratio, why = speedup({"triton": base, "v": c} if base else {}, "v")
+        # The variant against the default of ours at the same point, same run: > 1 where the variant is faster.
+        ours = points.get(key, {}).get("cutile")
+        own, own_why = speedup({"cutile": ours, "v": c} if ours else {}, "v", base="cutile")
         rows.append({"suite": suite, "case": _shown(c),
                      "kernel": _timing(c.measured.get("kernel_us") if c.status != "fail" else None),
-                     "ratio": ratio, "why": why})
+                     "ratio": ratio, "why": why, "own": own, "own_why": own_why})
     return {"rows": rows}
 
 
