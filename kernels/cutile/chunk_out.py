@@ -395,7 +395,7 @@ def _chunk_out_kernel(
 
 def _chunk_out_args(x, B, C, g, dtT, states, D, cbuf, seg_entry, chunk_decay, seg_decay, final_state, y,
                     cfg: ChunkOutConfig, chunk_size: int, has_D: bool, cb_buffer: bool, states_t: bool, seg_chunks: int,
-                    seg_from_end: bool) -> tuple:
+                    seg_from_end: bool, causal_cb: bool) -> tuple:
     return (
         x,
         B,
@@ -426,7 +426,7 @@ def _chunk_out_args(x, B, C, g, dtT, states, D, cbuf, seg_entry, chunk_decay, se
         cfg.heavy_first,
         cfg.state_latency,
         cfg.cb_first,
-        cfg.causal_cb and cfg.whole_chunks(chunk_size),
+        causal_cb,
     )
 
 
@@ -496,7 +496,8 @@ def chunk_out(x: torch.Tensor, B: torch.Tensor, C: torch.Tensor, g: torch.Tensor
             from_end = seg.final_state is not None
             seg_decay, final_state = (seg.seg_decay, seg.final_state) if from_end else (chunk_decay, part[0, :1, :1])
         args = _chunk_out_args(xs, Bs, Cs, gs, dts, part, D if has_D else A, cbuf, seg_entry, chunk_decay, seg_decay,
-                               final_state, ys, cfg, chunk_size, has_D, cb_buffer, states_t, seg_chunks, from_end)
+                               final_state, ys, cfg, chunk_size, has_D, cb_buffer, states_t, seg_chunks, from_end,
+                               causal_cb)
         launches.append(plan_launch(_chunk_out_kernel, grid, args, occupancy=cfg.occupancy,
                                     int64_everywhere=int64_everywhere))
     return launches, y

@@ -63,6 +63,9 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
     # C·Bᵀ shared by heads or read from a buffer, the split or first-built diagonal block: chunk_out programs of whole
     # chunks only (block_m == chunk_size), so none of these at chunk 256, whose chunks take two row blocks.
     whole = co.whole_chunks(spec.chunk_size)
+    # The whole diagonal block, not the chooser's causal quarters (from dstate 256): what sharing it across heads,
+    # buffering it, splitting it or building it first start from.
+    whole_block = dataclasses.replace(co, causal_cb=False)
     out = [one("default", "default"), one("serial-state", "serial-state"), one("segmented-state", "segmented-state"),
            one("chunked-state", "chunked-state"), one("cb-inline", "cb-inline"),
            *([one("cb-buffer", "cb-buffer")] if whole else []),
@@ -87,7 +90,7 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
     # which takes one head a program (chunk_out refuses the rest).
     heads = (2, 4, 8) if whole and tuning.state_pass_kind(arch, dims, dtype, spec.chunk_size) != "segmented-out" else ()
     for cand in (dataclasses.replace(co, occupancy=None), dataclasses.replace(co, block_n=min(64, spec.dstate)),
-                 *(dataclasses.replace(co, block_h=h, causal_cb=False) for h in heads)):
+                 *(dataclasses.replace(whole_block, block_h=h) for h in heads)):
         if cand != co:
             out.append(one(f"chunk_out n{cand.block_n} occ{cand.occupancy} h{cand.block_h}", "default", "chunk_out",
                            cand))
@@ -105,8 +108,7 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
                  dataclasses.replace(co, block_m=64), dataclasses.replace(co, block_m=64, occupancy=4)):
         name = f"chunk_out m{cand.block_m} n{cand.block_n} occ{cand.occupancy} lat{cand.latency}"
         out.append(one(name, "default", "chunk_out", cand))
-    # A shared or buffered block is the whole block: not the chooser's causal quarters (from dstate 256).
-    buf = dataclasses.replace(co, cb_buffer=True, causal_cb=False)
+    buf = dataclasses.replace(whole_block, cb_buffer=True)
     for cand in (buf, dataclasses.replace(buf, occupancy=None), dataclasses.replace(buf, occupancy=1),
                  dataclasses.replace(buf, block_n=min(64, spec.dstate)), dataclasses.replace(buf, block_h=2)
                  ) if whole else ():
@@ -139,7 +141,7 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
             out.append(one(f"segmented unroll2 K{k}", "segmented-state", "segment_state", cand))
     # The diagonal C·Bᵀ block in two row halves (split_diag): half the exp2, the all-future quarter skipped.
     for occupancy in (co.occupancy, None) if whole else ():
-        cand = dataclasses.replace(co, split_diag=True, occupancy=occupancy, causal_cb=False)
+        cand = dataclasses.replace(whole_block, split_diag=True, occupancy=occupancy)
         out.append(one(f"chunk_out split occ{occupancy}", "default", "chunk_out", cand))
     # Only the three causal quarters of the diagonal C·Bᵀ block built (causal_cb), C, B and the states by half-row
     # tiles: a quarter of the block's matmul work skipped, at the chooser's dstate steps and hints and around them.
@@ -404,7 +406,7 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
     # the C·hᵀ product after, C loaded a second time (cb_first): the 128 x 128 decay computed beside one fp32 block
     # instead of two accumulators. At the chooser's hints and with the state loads' hint changed.
     for state_latency in (co.state_latency, 0, 4) if whole else ():
-        cand = dataclasses.replace(co, cb_first=True, state_latency=state_latency, causal_cb=False)
+        cand = dataclasses.replace(whole_block, cb_first=True, state_latency=state_latency)
         out.append(one(f"cbfirst slat{state_latency}", "default", "chunk_out", cand))
     # Each array of a walk step's chunks read by one load (wide_loads: x, B, g and the weights as UNROLL * CHUNK-token
     # tiles, split per chunk on chip) instead of one a chunk. In the sm_90 export at 4K tokens the walk's loop waits on
