@@ -160,20 +160,21 @@ def test_bf16_matmuls_lower_to_the_tensor_cores_mma(kernel_name, arch, cubins) -
             f"{kernel_name} ({spec.name}) has no {_TENSOR_CORE_MMA[arch]} in its {arch} SASS")
 
 
-# The local-memory stores one kernel may hold at the benchmark's points, every other kernel none: chunk_out with the
-# causal quarters of its C·Bᵀ block (from dstate 256) spills three registers once a program, after its dstate loop,
-# and measured faster than without them (kernels.cutile.tuning.chunk_out_config). The spills that cost held 84 to 700
-# stores a program.
+# The local-memory stores one kernel may hold at the benchmark's points, every other kernel none: chunk_out where the
+# chooser takes the causal quarters of its C·Bᵀ block (causal_cb, from dstate 256) spills three registers once a
+# program, after its dstate loop, and measured faster than without them (kernels.cutile.tuning.chunk_out_config). The
+# spills that cost held 84 to 700 stores a program.
 _CAUSAL_CHUNK_OUT_SPILLS = 3
 
 
 def test_the_benchmarks_kernels_spill_nothing_on_sm90(cubins) -> None:
     """At the benchmark's point (bf16, chunk 128, headdim 64, batch 4, one group), where the H200 measured every
-    choice, no kernel stores to local memory in its sm_90 SASS but chunk_out of dstate 256 and more, at most
-    ``_CAUSAL_CHUNK_OUT_SPILLS`` stores: spills cost 5-22% to 7x where they appeared (docs/design.md), so tiles or a
-    compiler that bring them back are caught here, before a GPU run."""
+    choice, no kernel stores to local memory in its sm_90 SASS but chunk_out where the chooser takes the causal
+    quarters of its C·Bᵀ block, at most ``_CAUSAL_CHUNK_OUT_SPILLS`` stores: spills cost 5-22% to 7x where they
+    appeared (docs/design.md), so tiles or a compiler that bring them back are caught here, before a GPU run."""
     import torch
 
+    from kernels.cutile import tuning
     from kernels.cutile.export import CLASSES_BY_ARCH
 
     point = [s for s in CLASSES_BY_ARCH["sm_90"] if s.dtype == torch.bfloat16 and s.chunk_size == 128
@@ -185,7 +186,8 @@ def test_the_benchmarks_kernels_spill_nothing_on_sm90(cubins) -> None:
         path = cubins[("sm_90", spec.name, kernel_name, which, variant)].result()
         sass = _dump(path, "-sass")
         stores = len(re.findall(r"\bSTL\b", sass))
-        allowed = _CAUSAL_CHUNK_OUT_SPILLS if kernel_name == "_chunk_out_kernel" and spec.dims.dstate >= 256 else 0
+        causal = tuning.choose("sm_90", spec.dims, spec.dtype, spec.chunk_size).chunk_out.causal_cb
+        allowed = _CAUSAL_CHUNK_OUT_SPILLS if kernel_name == "_chunk_out_kernel" and causal else 0
         if stores > allowed:
             spilled.append(f"{_case_id(case)}: {stores} local-memory stores")
     assert not spilled, "\n".join(spilled)
