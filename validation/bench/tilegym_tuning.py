@@ -15,8 +15,8 @@ decision says so. The modes:
 
 Choices are looked up in the user's store (``SSD_TILEGYM_TUNING``, else
 ``$XDG_CACHE_HOME/ssd-suite/tilegym-tuning.json``), then in the table shipped with the suite
-(``validation/bench/tilegym_tuned.json``: tuned on the lent H200s at the whole sweep, and on the H100 80GB HBM3 at
-every point but 1K tokens x dstate 512). Every decision is logged, so the
+(``validation/bench/tilegym_tuned.json``: tuned on the lent H200s and on the H100 80GB HBM3 at the whole sweep).
+Every decision is logged, so the
 benchmark writes into its results which config each TileGym kernel ran with and where it came from.
 
     python -m validation.bench.tilegym_tuning show [FILE]           # the stored choices (default: the user's store)
