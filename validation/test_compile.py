@@ -162,9 +162,10 @@ def test_bf16_matmuls_lower_to_the_tensor_cores_mma(kernel_name, arch, cubins) -
 
 # The local-memory stores one kernel may hold at the benchmark's points, every other kernel none: chunk_out where the
 # chooser takes the causal quarters of its C·Bᵀ block (causal_cb, from dstate 256) spills three registers once a
-# program, after its dstate loop, and measured faster than without them (kernels.cutile.tuning.chunk_out_config). The
+# program, after its dstate loop, and measured faster than without them (kernels.cutile.tuning.chunk_out_config); four
+# where it reads g and dt from the cumsum's stacked rows (4096 x 512), measured faster again (tuning._stacked). The
 # spills that cost held 84 to 700 stores a program.
-_CAUSAL_CHUNK_OUT_SPILLS = 3
+_CAUSAL_CHUNK_OUT_SPILLS = 4
 
 
 def test_the_benchmarks_kernels_spill_nothing_on_sm90(cubins) -> None:

@@ -429,6 +429,32 @@ def test_causal_cb_is_the_default_from_dstate_256_and_gives_way_to_a_shared_or_b
     assert not tuning.choose("sm_90", fp32.dims, torch.float32, 128).chunk_out.causal_cb, "measured on 16-bit only"
 
 
+@pytest.mark.parametrize(("seqlen", "dstate", "variant", "expected"), [
+    (16384, 128, "default", True), (262144, 128, "default", True), (16384, 512, "default", True),
+    (4096, 256, "default", True), (65536, 512, "default", False), (16384, 256, "default", False),
+    (1024, 64, "default", False), (16384, 128, "unstacked", False), (16384, 128, "two-segment-walk", False),
+    (16384, 128, "segmented-state", False), (16384, 128, "cumsum-in-kernels", False)])
+def test_the_stacked_cumsum_buffer_reaches_the_serial_walk_and_chunk_out_together(seqlen, dstate, variant,
+                                                                                  expected) -> None:
+    """Where the chooser stacks the cumsum's rows (``ChunkCumsumConfig.stacked``), the cumsum writes one
+    (batch, nheads, 4, tokens) buffer and the serial walk and chunk_out read it (their STACKED flag on); every other
+    pass, the variants that leave the serial walk or its one-segment walk, and the shapes where it was measured slower
+    keep the three buffers."""
+    spec = SpecClass(SSDDims(4, seqlen, 8, 64, 1, dstate), torch.bfloat16, 128, True, False)
+    launches, _, _ = cutile_api.plan_forward(*meta_inputs(spec), chunk_size=128, arch="sm_90",
+                                             variant=VARIANTS[variant])
+    flags = {}
+    for launch in launches:
+        names = list(inspect.signature(launch.kernel._pyfunc).parameters)
+        if "STACKED" in names:
+            flags.setdefault(launch.kernel._pyfunc.__name__, set()).add(launch.args[names.index("STACKED")])
+        if launch.kernel._pyfunc.__name__ == "_chunk_cumsum_kernel":
+            assert (launch.args[names.index("g")].dim() == 4) == expected
+    if variant != "cumsum-in-kernels":
+        assert flags.pop("_chunk_cumsum_kernel") == {expected}
+    assert all(flag == {expected} for flag in flags.values()), flags
+
+
 def _wide(launch) -> set[str]:
     from kernels.cutile.export import _wide_params
 

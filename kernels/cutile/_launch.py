@@ -38,7 +38,21 @@ def exp2_decay(x):
     return exp2(ct.minimum(x, 0.0))
 
 
-def chunk_scalars(g, dt, b, head, chunk, CHUNK, RAW, latency=None, G_LAST=False):
+# Rows of the stacked per-token buffer (chunk_cumsum's ``stacked``): tile 0 of two rows is (w, g), what a walk reading
+# the weights needs of a chunk, and tile 1 is (g, dt), what chunk_out and a walk weighing its chunks need.
+STACK_ROWS = 4
+
+
+def stacked_pair(g, b, head, index, SIZE, SECOND, latency=None):
+    """Two per-token rows of SIZE tokens at tile ``index`` from the stacked buffer ``g`` (batch, nheads, 4, tokens) in
+    one load: (g, dt) with SECOND, else (g, w); each (1, SIZE)."""
+    pair = ct.load(g, (b, head, 1 if SECOND else 0, index), shape=(1, 1, 2, SIZE), padding_mode=ct.PaddingMode.ZERO,
+                   latency=latency).reshape((2, SIZE))
+    first, second = ct.extract(pair, (0, 0), shape=(1, SIZE)), ct.extract(pair, (1, 0), shape=(1, SIZE))
+    return (first, second) if SECOND else (second, first)
+
+
+def chunk_scalars(g, dt, b, head, chunk, CHUNK, RAW, latency=None, G_LAST=False, STACKED=False, PRE_WEIGHTS=False):
     """One head's chunk of per-token scalars, (CHUNK,) each: its cumsum g of A dt in log2 units and dt, zero past
     the sequence's end (so g stays at the last real token's value through a ragged tail).
 
@@ -50,6 +64,10 @@ def chunk_scalars(g, dt, b, head, chunk, CHUNK, RAW, latency=None, G_LAST=False)
                       latency=latency).reshape((CHUNK,))
         a = ct.load(g, (head,), shape=(1,)) * LOG2E
         return ct.cumsum(dtc * a, axis=0), dtc
+    if STACKED:
+        # One load for both rows: (g, w) for a walk reading the weights, else (g, dt).
+        gc, dtc = stacked_pair(g, b, head, chunk, CHUNK, not PRE_WEIGHTS, latency)
+        return gc.reshape((CHUNK,)), dtc.reshape((CHUNK,))
     if G_LAST:
         # The chunk's last cumsum alone: one element, not the chunk's row.
         gc = ct.load(g, (b, head, chunk * CHUNK + CHUNK - 1), shape=(1, 1, 1), padding_mode=ct.PaddingMode.ZERO,
@@ -62,11 +80,13 @@ def chunk_scalars(g, dt, b, head, chunk, CHUNK, RAW, latency=None, G_LAST=False)
     return gc, dtc
 
 
-def chunk_count(x, g, CHUNK, RAW):
+def chunk_count(x, g, CHUNK, RAW, STACKED=False):
     """The chunks of a kernel's sequence (or part), int32: from the cumsum buffer's length, or with RAW (no cumsum
     buffer) from x's tokens."""
     if RAW:
         return (ct.astype(x.shape[1], ct.int32) + CHUNK - 1) // CHUNK
+    if STACKED:
+        return ct.astype(g.shape[3], ct.int32) // CHUNK
     return ct.astype(g.shape[2], ct.int32) // CHUNK
 
 

@@ -14,7 +14,7 @@ import cuda.tile as ct
 import torch
 
 from kernels.alloc import empty
-from kernels.cutile._launch import LOG2E, Launch, plan_launch
+from kernels.cutile._launch import LOG2E, STACK_ROWS, Launch, plan_launch
 from kernels.cutile.state_pass import chunk_state_weight
 from kernels.cutile.tuning import ChunkCumsumConfig
 
@@ -28,6 +28,7 @@ def _chunk_cumsum_kernel(
     CHUNK: ct.Constant[int],
     BLOCK_H: ct.Constant[int],
     WEIGHTS: ct.Constant[bool],
+    STACKED: ct.Constant[bool],
 ):
     """Grid (nchunks, cdiv(nheads, BLOCK_H), batch): one chunk of BLOCK_H heads of one sequence. WEIGHTS: also the
     per-token weight of the chunk state, w = exp2(g_last - g) * dt (g_last the chunk's last cumsum)."""
@@ -37,6 +38,15 @@ def _chunk_cumsum_kernel(
                       padding_mode=ct.PaddingMode.ZERO)
     A_tile = ct.load(A, (head_tile,), shape=(BLOCK_H,), padding_mode=ct.PaddingMode.ZERO)
     g_tile = ct.cumsum(dt_tile * (A_tile * LOG2E).reshape((1, BLOCK_H, 1)), axis=2)
+    if STACKED:
+        # ``g`` is the stacked (batch, nheads, 4, tokens) buffer: rows w, g, g, dt (kernels.cutile._launch.STACK_ROWS).
+        SHAPE4 = ct.static_eval((1, BLOCK_H, 1, CHUNK))
+        g_last = ct.extract(g_tile, (0, 0, CHUNK - 1), shape=(1, BLOCK_H, 1))
+        ct.store(g, (b, head_tile, 0, chunk), chunk_state_weight(g_tile, g_last, dt_tile).reshape(SHAPE4))
+        ct.store(g, (b, head_tile, 1, chunk), g_tile.reshape(SHAPE4))
+        ct.store(g, (b, head_tile, 2, chunk), g_tile.reshape(SHAPE4))
+        ct.store(g, (b, head_tile, 3, chunk), dt_tile.reshape(SHAPE4))
+        return
     ct.store(g, (b, head_tile, chunk), g_tile)
     ct.store(dtT, (b, head_tile, chunk), dt_tile)
     if WEIGHTS:
@@ -44,7 +54,8 @@ def _chunk_cumsum_kernel(
         ct.store(w, (b, head_tile, chunk), chunk_state_weight(g_tile, g_last, dt_tile))
 
 
-def _chunk_cumsum_args(dt, A, g, dtT, w, cfg: ChunkCumsumConfig, chunk_size: int, weights: bool) -> tuple:
+def _chunk_cumsum_args(dt, A, g, dtT, w, cfg: ChunkCumsumConfig, chunk_size: int, weights: bool,
+                       stacked: bool = False) -> tuple:
     return (
         dt,
         A,
@@ -54,6 +65,7 @@ def _chunk_cumsum_args(dt, A, g, dtT, w, cfg: ChunkCumsumConfig, chunk_size: int
         chunk_size,
         cfg.block_h,
         weights,
+        stacked,
     )
 
 
@@ -72,9 +84,17 @@ def chunk_cumsum(dt: torch.Tensor, A: torch.Tensor, *, chunk_size: int, cfg: Chu
     ``weights``, else None)."""
     batch, seqlen, nheads = dt.shape
     nchunks = -(-seqlen // chunk_size)
+    grid = (nchunks, -(-nheads // cfg.block_h), batch)
+    if cfg.stacked:
+        # One buffer, rows w, g, g, dt, returned in g's place: the kernels that read it know it by its four dimensions.
+        stack = empty((batch, nheads, STACK_ROWS, nchunks * chunk_size), dtype=torch.float32, device=dt.device)
+        dtT, w = stack[:, :, 3], stack[:, :, 0]
+        args = _chunk_cumsum_args(dt, A, stack, dtT, w, cfg, chunk_size, True, True)
+        launch = plan_launch(_chunk_cumsum_kernel, grid, args, occupancy=cfg.occupancy,
+                             int64_everywhere=int64_everywhere)
+        return launch, stack, dtT, w
     g, dtT = cumsum_buffers(dt, chunk_size)
     w = empty(g.shape, dtype=torch.float32, device=dt.device) if weights else None
-    grid = (nchunks, -(-nheads // cfg.block_h), batch)
     # Without ``weights`` the kernel never writes ``w``: any array of its shape stands in.
     args = _chunk_cumsum_args(dt, A, g, dtT, w if weights else dtT, cfg, chunk_size, weights)
     launch = plan_launch(_chunk_cumsum_kernel, grid, args, occupancy=cfg.occupancy, int64_everywhere=int64_everywhere)

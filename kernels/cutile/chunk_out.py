@@ -14,9 +14,25 @@ import cuda.tile as ct
 import torch
 
 from kernels.alloc import empty
-from kernels.cutile._launch import Launch, exp2, exp2_decay, latency_hint, plan_launch
+from kernels.cutile._launch import Launch, exp2, exp2_decay, latency_hint, plan_launch, stacked_pair
 from kernels.cutile.segment_state import SegmentCompletion
 from kernels.cutile.tuning import ChunkOutConfig
+
+
+def _g_row(g, b, head, index, SIZE, STACKED):
+    """One head's cumsum g over tile ``index`` of SIZE tokens, (1, SIZE); from the stacked buffer's third row with
+    STACKED (chunk_cumsum's ``stacked``)."""
+    if STACKED:
+        return ct.load(g, (b, head, 2, index), shape=(1, 1, 1, SIZE)).reshape((1, SIZE))
+    return ct.load(g, (b, head, index), shape=(1, 1, SIZE)).reshape((1, SIZE))
+
+
+def _g_dt(g, dtT, b, head, index, SIZE, STACKED):
+    """(g, dt) of one head over tile ``index`` of SIZE tokens, (1, SIZE) each: one load with STACKED."""
+    if STACKED:
+        return stacked_pair(g, b, head, index, SIZE, True)
+    return (ct.load(g, (b, head, index), shape=(1, 1, SIZE)).reshape((1, SIZE)),
+            ct.load(dtT, (b, head, index), shape=(1, 1, SIZE)).reshape((1, SIZE)))
 
 
 def _cb_block(B, C, b, block, group, ntiles, BLOCK_M, BLOCK_N, LATENCY, MMA_DTYPE):
@@ -52,7 +68,7 @@ def _causal_decay(g_col, BLOCK):
 
 
 def _diagonal_in_halves(x, dtT, g, D, y, acc0, acc1, cb00, cb10, cb11, b, head, row_block, p_tile, BLOCK_M, BLOCK_P,
-                        HAS_D, LATENCY, MMA_DTYPE):
+                        HAS_D, LATENCY, MMA_DTYPE, STACKED):
     """The diagonal block's rows as two halves of H = BLOCK_M/2 rows: ``acc0`` and ``acc1`` (their C·hᵀ, already
     decayed) plus the causal part, from the three quarters of the diagonal C·Bᵀ block that are not all future (upper
     left, lower left, lower right). The upper half sees only its own H x H triangle; the lower half sees the upper
@@ -63,8 +79,7 @@ def _diagonal_in_halves(x, dtT, g, D, y, acc0, acc1, cb00, cb10, cb11, b, head, 
     halves = (2 * row_block, 2 * row_block + 1)  # in H rows of the sequence
     d = ct.load(D, (head,), shape=(1,)).reshape((1, 1)) if HAS_D else None
     # The upper half first, stored before the lower half's weights are formed, so that fewer tiles are live at once.
-    g0 = ct.load(g, (b, head, halves[0]), shape=(1, 1, H)).reshape((1, H))
-    dt0 = ct.load(dtT, (b, head, halves[0]), shape=(1, 1, H)).reshape((1, H))
+    g0, dt0 = _g_dt(g, dtT, b, head, halves[0], H, STACKED)
     # Rows past seqlen load as zeros (dt is zero there too) and are clipped on store.
     X0 = ct.load(x, (b, halves[0], head, p_tile), shape=(1, H, 1, BLOCK_P), padding_mode=ct.PaddingMode.ZERO,
                  latency=LATENCY).reshape((H, BLOCK_P))
@@ -73,8 +88,7 @@ def _diagonal_in_halves(x, dtT, g, D, y, acc0, acc1, cb00, cb10, cb11, b, head, 
     if HAS_D:
         top = top + d * X0.astype(ct.float32)
     ct.store(y, (b, halves[0], head, p_tile), top.reshape((1, H, 1, BLOCK_P)).astype(y.dtype))
-    g1 = ct.load(g, (b, head, halves[1]), shape=(1, 1, H)).reshape((1, H))
-    dt1 = ct.load(dtT, (b, head, halves[1]), shape=(1, 1, H)).reshape((1, H))
+    g1, dt1 = _g_dt(g, dtT, b, head, halves[1], H, STACKED)
     X1 = ct.load(x, (b, halves[1], head, p_tile), shape=(1, H, 1, BLOCK_P), padding_mode=ct.PaddingMode.ZERO,
                  latency=LATENCY).reshape((H, BLOCK_P))
     g1_col = g1.reshape((H, 1))
@@ -89,11 +103,13 @@ def _diagonal_in_halves(x, dtT, g, D, y, acc0, acc1, cb00, cb10, cb11, b, head, 
 
 
 def _rows_out(x, B, C, g, dtT, D, y, acc, cb, b, head, group, row_block, chunk, m, p_tile, ntiles,
-              CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, SPLIT_DIAG, LATENCY, MMA_DTYPE):
+              CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, SPLIT_DIAG, LATENCY, MMA_DTYPE, STACKED):
     """One head's BLOCK_M x BLOCK_P block of y, from ``acc`` = C·hᵀ of its entry state (not yet decayed)
     and, with C_ONCE, ``cb`` = the diagonal C·Bᵀ block (else built here)."""
     M_PER_CHUNK = CHUNK // BLOCK_M
-    g_m = ct.load(g, (b, head, row_block), shape=(1, 1, BLOCK_M)).reshape((BLOCK_M, 1))
+    # g alone: with dt in the same load, the (2, BLOCK_M) tile's rows turned into g's column spill (121 local-memory
+    # stores a program in the sm_90 export at dstate 128).
+    g_m = _g_row(g, b, head, row_block, BLOCK_M, STACKED).reshape((BLOCK_M, 1))
     # g_m <= 0, so exp2(g_m) <= 1.
     acc = acc * exp2(g_m)
 
@@ -111,8 +127,7 @@ def _rows_out(x, B, C, g, dtT, D, y, acc, cb, b, head, group, row_block, chunk, 
                 Bk = ct.load(B, (b, col_block, group, n), shape=(1, BLOCK_M, 1, BLOCK_N),
                              latency=LATENCY).reshape((BLOCK_M, BLOCK_N))
                 cbk = ct.mma(Cm.astype(MMA_DTYPE), Bk.transpose().astype(MMA_DTYPE), cbk)
-            g_k = ct.load(g, (b, head, col_block), shape=(1, 1, BLOCK_M)).reshape((1, BLOCK_M))
-            dt_k = ct.load(dtT, (b, head, col_block), shape=(1, 1, BLOCK_M)).reshape((1, BLOCK_M))
+            g_k, dt_k = _g_dt(g, dtT, b, head, col_block, BLOCK_M, STACKED)
             g_e = ct.extract(g_k, (0, BLOCK_M - 1), shape=(1, 1))
             weight = cbk * (exp2_decay(g_m - g_e) * (exp2_decay(g_e - g_k) * dt_k))
             Xk = ct.load(x, (b, col_block, head, p_tile), shape=(1, BLOCK_M, 1, BLOCK_P),
@@ -127,7 +142,7 @@ def _rows_out(x, B, C, g, dtT, D, y, acc, cb, b, head, group, row_block, chunk, 
         _diagonal_in_halves(x, dtT, g, D, y, ct.extract(acc, (0, 0), shape=(H, BLOCK_P)),
                             ct.extract(acc, (1, 0), shape=(H, BLOCK_P)), ct.extract(cb, (0, 0), shape=(H, H)),
                             ct.extract(cb, (1, 0), shape=(H, H)), ct.extract(cb, (1, 1), shape=(H, H)), b, head,
-                            row_block, p_tile, BLOCK_M, BLOCK_P, HAS_D, LATENCY, MMA_DTYPE)
+                            row_block, p_tile, BLOCK_M, BLOCK_P, HAS_D, LATENCY, MMA_DTYPE, STACKED)
     else:
         decay = _causal_decay(g_m, BLOCK_M)
         dt_m = ct.load(dtT, (b, head, row_block), shape=(1, 1, BLOCK_M)).reshape((1, BLOCK_M))
@@ -194,7 +209,7 @@ def _state_product(C, states, acc, b, head, group, row_block, chunk, p_tile, nti
 
 def _rows_out_causal_cb(x, B, C, g, dtT, D, y, states, acc, b, head, group, row_block, chunk, p_tile, ntiles,
                         BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, STATES_T, LATENCY, state_latency, MMA_DTYPE,
-                        STATE_MMA_DTYPE):
+                        STATE_MMA_DTYPE, STACKED):
     """One head's BLOCK_M x BLOCK_P block of y (whole chunks) in two halves of H = BLOCK_M/2 rows, ``acc`` holding
     what precedes the C·hᵀ loop (``_entry_acc``): the loop takes C, B and the state by H-row tiles and builds only
     the three quarters of the diagonal C·Bᵀ block that hold a past column (C_0 B_0ᵀ, C_1 B_0ᵀ, C_1 B_1ᵀ), skipping
@@ -224,24 +239,24 @@ def _rows_out_causal_cb(x, B, C, g, dtT, D, y, states, acc, b, head, group, row_
         cb00 = ct.mma(C0.astype(MMA_DTYPE), B0t, cb00)
         cb10 = ct.mma(C1.astype(MMA_DTYPE), B0t, cb10)
         cb11 = ct.mma(C1.astype(MMA_DTYPE), B1.transpose().astype(MMA_DTYPE), cb11)
-    g_m = ct.load(g, (b, head, row_block), shape=(1, 1, BLOCK_M)).reshape((BLOCK_M, 1))
+    g_m = _g_row(g, b, head, row_block, BLOCK_M, STACKED).reshape((BLOCK_M, 1))
     # g_m <= 0, so exp2(g_m) <= 1.
     acc0 = acc0 * exp2(ct.extract(g_m, (0, 0), shape=(H, 1)))
     acc1 = acc1 * exp2(ct.extract(g_m, (1, 0), shape=(H, 1)))
     _diagonal_in_halves(x, dtT, g, D, y, acc0, acc1, cb00, cb10, cb11, b, head, row_block, p_tile, BLOCK_M, BLOCK_P,
-                        HAS_D, LATENCY, MMA_DTYPE)
+                        HAS_D, LATENCY, MMA_DTYPE, STACKED)
 
 
 def _rows_out_cb_first(x, B, C, g, dtT, D, y, states, seg_entry, chunk_decay, b, head, group, row_block, chunk,
                        p_tile, ntiles, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, STATES_T, SEG_CHUNKS, SEG_FROM_END, LATENCY,
-                       STATE_LATENCY, MMA_DTYPE, STATE_MMA_DTYPE):
+                       STATE_LATENCY, MMA_DTYPE, STATE_MMA_DTYPE, STACKED):
     """One head's BLOCK_M x BLOCK_P block of y (whole chunks) with the diagonal C·Bᵀ block built and weighted first,
     while it is the only accumulator live, and the C·hᵀ product after it, C loaded again: the 128 x 128 decay is then
     computed beside one fp32 block instead of two accumulators, and only its 16-bit weights stay live across the
     C·hᵀ loop."""
     cb = _cb_block(B, C, b, row_block, group, ntiles, BLOCK_M, BLOCK_N, LATENCY, MMA_DTYPE)
-    g_m = ct.load(g, (b, head, row_block), shape=(1, 1, BLOCK_M)).reshape((BLOCK_M, 1))
-    dt_m = ct.load(dtT, (b, head, row_block), shape=(1, 1, BLOCK_M)).reshape((1, BLOCK_M))
+    g_row, dt_m = _g_dt(g, dtT, b, head, row_block, BLOCK_M, STACKED)
+    g_m = g_row.reshape((BLOCK_M, 1))
     weight = (cb * _causal_decay(g_m, BLOCK_M) * dt_m).astype(MMA_DTYPE)
     acc = _entry_acc(C, seg_entry, chunk_decay, b, head, group, row_block, chunk, p_tile, ntiles, BLOCK_M, BLOCK_P,
                      BLOCK_N, SEG_CHUNKS, SEG_FROM_END, LATENCY, STATE_MMA_DTYPE)
@@ -307,6 +322,7 @@ def _chunk_out_kernel(
     STATE_LATENCY: ct.Constant[int],
     CB_FIRST: ct.Constant[bool],
     CAUSAL_CB: ct.Constant[bool],
+    STACKED: ct.Constant[bool],
 ):
     """Grid (cdiv(seqlen, BLOCK_M) * nheads/BLOCK_H * headdim/BLOCK_P, batch): BLOCK_M rows x BLOCK_P
     columns of y for BLOCK_H heads of one group of one sequence; row blocks are slowest, so the heads
@@ -347,7 +363,7 @@ def _chunk_out_kernel(
         # Whole chunks, one head a program: the diagonal block and its weights first (``_rows_out_cb_first``).
         _rows_out_cb_first(x, B, C, g, dtT, D, y, states, seg_entry, chunk_decay, b, head0, group, row_block, chunk,
                            p_tile, ntiles, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, STATES_T, SEG_CHUNKS, SEG_FROM_END,
-                           LATENCY, STATE_LATENCY, MMA_DTYPE, STATE_MMA_DTYPE)
+                           LATENCY, STATE_LATENCY, MMA_DTYPE, STATE_MMA_DTYPE, STACKED)
         return
     if CAUSAL_CB:
         # Whole chunks, one head a program: the diagonal block's three causal quarters (``_rows_out_causal_cb``).
@@ -355,7 +371,7 @@ def _chunk_out_kernel(
                          BLOCK_N, SEG_CHUNKS, SEG_FROM_END, LATENCY, STATE_MMA_DTYPE)
         _rows_out_causal_cb(x, B, C, g, dtT, D, y, states, acc, b, head0, group, row_block, chunk, p_tile, ntiles,
                             BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, STATES_T, LATENCY, latency_hint(STATE_LATENCY),
-                            MMA_DTYPE, STATE_MMA_DTYPE)
+                            MMA_DTYPE, STATE_MMA_DTYPE, STACKED)
         return
     # The carried state first, so that at most two accumulators (y and a C·Bᵀ block) are ever live.
     # With C_ONCE (one row block per chunk, so no off-diagonal blocks), the diagonal C·Bᵀ block is built
@@ -379,18 +395,19 @@ def _chunk_out_kernel(
                      latency=LATENCY).reshape((BLOCK_M, BLOCK_M))
     if BLOCK_H == 1:
         _rows_out(x, B, C, g, dtT, D, y, acc, cb, b, head0, group, row_block, chunk, m, p_tile, ntiles,
-                  CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, SPLIT_DIAG, LATENCY, MMA_DTYPE)
+                  CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, SPLIT_DIAG, LATENCY, MMA_DTYPE, STACKED)
     else:
         # Held across the heads in the operand dtype it is rounded to at its use anyway: half the registers.
         cb_shared = cb.astype(MMA_DTYPE)
         _rows_out(x, B, C, g, dtT, D, y, acc, cb_shared, b, head0, group, row_block, chunk, m, p_tile, ntiles,
-                  CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, SPLIT_DIAG, LATENCY, MMA_DTYPE)
+                  CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, SPLIT_DIAG, LATENCY, MMA_DTYPE, STACKED)
         for hh in range(1, BLOCK_H):
             acc = _state_product(C, states, ct.zeros((BLOCK_M, BLOCK_P), dtype=ct.float32), b, head0 + hh, group,
                                  row_block, chunk, p_tile, ntiles, BLOCK_M, BLOCK_P, BLOCK_N, STATES_T, LATENCY,
                                  state_latency, STATE_MMA_DTYPE)
             _rows_out(x, B, C, g, dtT, D, y, acc, cb_shared, b, head0 + hh, group, row_block, chunk, m, p_tile,
-                      ntiles, CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, SPLIT_DIAG, LATENCY, MMA_DTYPE)
+                      ntiles, CHUNK, BLOCK_M, BLOCK_P, BLOCK_N, HAS_D, C_ONCE, SPLIT_DIAG, LATENCY, MMA_DTYPE,
+                      STACKED)
 
 
 def _chunk_out_args(x, B, C, g, dtT, states, D, cbuf, seg_entry, chunk_decay, seg_decay, final_state, y,
@@ -427,6 +444,7 @@ def _chunk_out_args(x, B, C, g, dtT, states, D, cbuf, seg_entry, chunk_decay, se
         cfg.state_latency,
         cfg.cb_first,
         causal_cb,
+        g.dim() == 4,
     )
 
 
@@ -476,7 +494,7 @@ def chunk_out(x: torch.Tensor, B: torch.Tensor, C: torch.Tensor, g: torch.Tensor
         else:
             tokens = slice(first * chunk_size, (first + nchunks) * chunk_size)
             xs, Bs, Cs, ys = x[:, tokens], B[:, tokens], C[:, tokens], y[:, tokens]
-            gs, dts = g[:, :, tokens], dtT[:, :, tokens]
+            gs, dts = g[..., tokens], dtT[:, :, tokens]
         if cb_buffer:
             cbuf = empty((batch, nchunks, ngroups, chunk_size, chunk_size), dtype=torch.float32, device=x.device)
             launches.append(plan_launch(_chunk_cb_kernel, (nchunks * ngroups, batch),

@@ -61,7 +61,7 @@ def _weigh(Bc, gc, dtc, CHUNK, MMA_DTYPE):
 
 
 def _chunk_loads(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile, CHUNK, BLOCK_P, BLOCK_N, LATENCY, SCALAR_LATENCY,
-                 RAW_DT, G_LAST=False):
+                 RAW_DT, G_LAST=False, STACKED=False, PRE_WEIGHTS=False):
     """One chunk's X (CHUNK, BLOCK_P) and B (CHUNK, BLOCK_N) as loaded, and its per-token g and dt (CHUNK,); with
     G_LAST, g's last element alone, (1,), the chunk's total (what a walk reading the cumsum's weights needs of g)."""
     # Rows past seqlen load as zeros: with dt = 0 there too, the ragged tail adds nothing; a chunk past the
@@ -71,7 +71,8 @@ def _chunk_loads(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile, CHUNK, BLO
     Bc = ct.load(B, (b, chunk, group, n_tile), shape=(1, CHUNK, 1, BLOCK_N),
                  padding_mode=ct.PaddingMode.ZERO, latency=LATENCY).reshape((CHUNK, BLOCK_N))
     # The per-token g and dt rows: a latency hint of their own (0: the compiler's choice).
-    gc, dtc = chunk_scalars(g, dtT, b, head, chunk, CHUNK, RAW_DT, latency_hint(SCALAR_LATENCY), G_LAST)
+    gc, dtc = chunk_scalars(g, dtT, b, head, chunk, CHUNK, RAW_DT, latency_hint(SCALAR_LATENCY), G_LAST, STACKED,
+                            PRE_WEIGHTS)
     return X, Bc, gc, dtc
 
 
@@ -93,13 +94,13 @@ def _weighted_operands(X, Bc, weight, CHUNK, MMA_DTYPE, WEIGH_X, PACKED_WEIGHTS)
 
 
 def _chunk_tiles(x, B, g, dtT, g_out, dt_out, b, chunk, nchunks, head, group, p_tile, n_tile, CHUNK, BLOCK_P, BLOCK_N,
-                 LATENCY, MMA_DTYPE, SCALAR_LATENCY, PRE_WEIGHTS, WEIGH_X, PACKED_WEIGHTS, RAW_DT, G_LAST):
+                 LATENCY, MMA_DTYPE, SCALAR_LATENCY, PRE_WEIGHTS, WEIGH_X, PACKED_WEIGHTS, RAW_DT, G_LAST, STACKED=False):
     """One chunk's X (CHUNK, BLOCK_P) and B (CHUNK, BLOCK_N) in the matmul dtype, one of them weighted per token
     (``_weights``: B's rows, or x's with WEIGH_X), and g_last: all that a step of the walk needs besides the carried
     state. RAW_DT: the chunk's cumsum taken here, and written to ``g_out`` and ``dt_out`` for chunk_out by the head's
     first state tile."""
     X, Bc, gc, dtc = _chunk_loads(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile, CHUNK, BLOCK_P, BLOCK_N,
-                                  LATENCY, SCALAR_LATENCY, RAW_DT, G_LAST)
+                                  LATENCY, SCALAR_LATENCY, RAW_DT, G_LAST, STACKED, PRE_WEIGHTS)
     if RAW_DT:
         if n_tile == 0 and p_tile == 0 and chunk < nchunks:
             ct.store(g_out, (b, head, chunk), gc.reshape((1, 1, CHUNK)))
@@ -110,12 +111,12 @@ def _chunk_tiles(x, B, g, dtT, g_out, dt_out, b, chunk, nchunks, head, group, p_
 
 
 def _unrolled_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile, CHUNK, UNROLL, BLOCK_P, BLOCK_N, LATENCY,
-                    MMA_DTYPE, SCALAR_LATENCY, PRE_WEIGHTS, WEIGH_X, PACKED_WEIGHTS):
+                    MMA_DTYPE, SCALAR_LATENCY, PRE_WEIGHTS, WEIGH_X, PACKED_WEIGHTS, STACKED=False):
     """``_chunk_tiles`` of the UNROLL chunks from ``chunk`` on (a multiple of UNROLL), each array read by one load of
     UNROLL * CHUNK tokens (``_chunk_loads`` of one chunk that long) and split per chunk on chip: a walk step then waits
     on four loads, not four a chunk."""
     X, Bc, gs, dts = _chunk_loads(x, B, g, dtT, b, chunk // UNROLL, head, group, p_tile, n_tile, UNROLL * CHUNK,
-                                  BLOCK_P, BLOCK_N, LATENCY, SCALAR_LATENCY, False)
+                                  BLOCK_P, BLOCK_N, LATENCY, SCALAR_LATENCY, False, False, STACKED, PRE_WEIGHTS)
     tiles = ()
     for u in ct.static_iter(range(UNROLL)):
         weight, g_last = _weights(ct.extract(gs, (u,), shape=(CHUNK,)), ct.extract(dts, (u,), shape=(CHUNK,)), CHUNK,
@@ -214,6 +215,7 @@ def _state_pass_kernel(
     RAW_DT: ct.Constant[bool],
     G_LAST: ct.Constant[bool],
     WIDE_LOADS: ct.Constant[bool],
+    STACKED: ct.Constant[bool],
 ):
     """Grid (nseg * nheads * headdim/BLOCK_P * dstate/BLOCK_N, batch): one (BLOCK_P, BLOCK_N) tile of one
     head's state, carried in fp32 registers through the chunks of one segment, from the segment's entry
@@ -238,7 +240,7 @@ def _state_pass_kernel(
     nheads, ngroups = ct.astype(x.shape[2], ct.int32), ct.astype(B.shape[2], ct.int32)
     ptiles = ct.astype(x.shape[3], ct.int32) // BLOCK_P
     ntiles = ct.astype(B.shape[3], ct.int32) // BLOCK_N
-    nchunks = chunk_count(x, g, CHUNK, RAW_DT)
+    nchunks = chunk_count(x, g, CHUNK, RAW_DT, STACKED)
     b = ct.bid(1)
     n_tile, p_tile, head, seg = state_tile(ct.bid(0), ntiles, ptiles, nheads)
     group = head // (nheads // ngroups)
@@ -275,20 +277,20 @@ def _state_pass_kernel(
         if UNROLL == 1:
             X, Bw, g_last = _chunk_tiles(x, B, g, dtT, g_out, dt_out, b, chunk, nchunks, head, group, p_tile, n_tile,
                                          CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY, PRE_WEIGHTS,
-                                         WEIGH_X, PACKED_WEIGHTS, RAW_DT, G_LAST)
+                                         WEIGH_X, PACKED_WEIGHTS, RAW_DT, G_LAST, STACKED)
             h, decay = _step(states, chunk_decay, h, decay, X, Bw, g_last, b, head, chunk, t0, t1,
                              SHAPE5, STATES_ORDER, STORE_STATES, STORE_DECAY, SWAP_AB, MMA_DTYPE)
         else:
             if WIDE_LOADS:
                 tiles = _unrolled_tiles(x, B, g, dtT, b, chunk, head, group, p_tile, n_tile, CHUNK, UNROLL, BLOCK_P,
                                         BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY, PRE_WEIGHTS, WEIGH_X,
-                                        PACKED_WEIGHTS)
+                                        PACKED_WEIGHTS, STACKED)
             else:
                 tiles = ()
                 for u in ct.static_iter(range(UNROLL)):
                     tiles += (_chunk_tiles(x, B, g, dtT, g_out, dt_out, b, chunk + u, nchunks, head, group, p_tile,
                                            n_tile, CHUNK, BLOCK_P, BLOCK_N, LATENCY, MMA_DTYPE, SCALAR_LATENCY,
-                                           PRE_WEIGHTS, WEIGH_X, PACKED_WEIGHTS, RAW_DT, G_LAST),)
+                                           PRE_WEIGHTS, WEIGH_X, PACKED_WEIGHTS, RAW_DT, G_LAST, STACKED),)
             X0, Bw0, g_last0 = tiles[0]
             h, decay = _step(states, chunk_decay, h, decay, X0, Bw0, g_last0, b, head, chunk, t0, t1,
                              SHAPE5, STATES_ORDER, STORE_STATES, STORE_DECAY, SWAP_AB, MMA_DTYPE)
@@ -331,10 +333,14 @@ def walk_args(x, B, g, dtT, *, seg_entry, states, chunk_decay, seg_end, seg_deca
     if wide_loads and (unroll == 1 or raw_dt or g_last):
         raise ValueError(f"_state_pass_kernel: wide_loads=True with unroll={unroll}, raw_dt={raw_dt}, g_last={g_last}; "
                          "one load for a step's chunks needs unroll 2 or 4, the cumsum's buffers and their whole rows")
-    g_out, dt_out = cumsum_out if raw_dt else (g, dtT)  # never written without RAW_DT
+    stacked = g.dim() == 4  # chunk_cumsum's stacked buffer (its ``stacked``): g and the weights or dt in one load
+    if stacked and (raw_dt or g_last or prefix):
+        raise ValueError(f"_state_pass_kernel: the stacked cumsum buffer with raw_dt={raw_dt}, g_last={g_last}, "
+                         f"prefix={prefix}; it serves the walks that read the cumsum's rows")
+    g_out, dt_out = cumsum_out if raw_dt else (g if not stacked else dtT, dtT)  # never written without RAW_DT
     return (x, B, g, dtT, seg_entry, states, chunk_decay, seg_end, seg_decay, g_out, dt_out, chunk_size, block_p,
             block_n, seg_chunks, from_entry, store_states, store_decay, store_end, swap_ab, states_t, latency, unroll,
-            scalar_latency or 0, pre_weights, weigh_x, packed_weights, prefix, raw_dt, g_last, wide_loads)
+            scalar_latency or 0, pre_weights, weigh_x, packed_weights, prefix, raw_dt, g_last, wide_loads, stacked)
 
 
 def walk_grid(x: torch.Tensor, B: torch.Tensor, nseg: int, block_p: int, block_n: int) -> tuple[int, int]:
@@ -357,7 +363,7 @@ def _token_views(g: torch.Tensor, dt: torch.Tensor, tokens: slice,
                  raw_dt: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """The per-token scalars of the tokens ``tokens`` (a part of the sequence): views of the cumsum's head-major g and
     dt, or with ``raw_dt`` A as it is and a view of the caller's dt (batch, seqlen, nheads)."""
-    return (g, dt[:, tokens]) if raw_dt else (g[:, :, tokens], dt[:, :, tokens])
+    return (g, dt[:, tokens]) if raw_dt else (g[..., tokens], dt[:, :, tokens])
 
 
 def state_dtype(x_dtype: torch.dtype) -> torch.dtype:

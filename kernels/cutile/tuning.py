@@ -111,6 +111,9 @@ class Variant:
     all-future quarter's matmul: the default for 16-bit inputs from dstate 256 at chunk 128 (``chunk_out_config``;
     None: the chooser's; True, "causal-cb", forces it at dstate 64 and 128 too; False, "full-cb", builds the whole
     block as before).
+    ``stacked``: the cumsum's per-token rows in one buffer (``ChunkCumsumConfig.stacked``: the serial walk reads a
+    chunk's g and weights by one load, chunk_out's causal halves their g and dt by one; None: the chooser's, False,
+    "unstacked": three buffers, a load each, as before).
     """
 
     state: str = "auto"
@@ -128,6 +131,7 @@ class Variant:
     two_segment_scan: bool = False
     cumsum_in_kernels: bool = False
     causal_cb: bool | None = None
+    stacked: bool | None = None
 
     def unsupported_reason(self, dstate: int) -> str | None:
         """Why this variant cannot run a problem of this dstate (None: it can)."""
@@ -164,6 +168,7 @@ VARIANTS = {
     "cumsum-in-kernels": Variant(cumsum_in_kernels=True),
     "causal-cb": Variant(causal_cb=True),
     "full-cb": Variant(causal_cb=False),
+    "unstacked": Variant(stacked=False),
 }
 
 
@@ -193,6 +198,7 @@ def _next_pow2(n: int) -> int:
 class ChunkCumsumConfig:
     block_h: int              # heads per program
     occupancy: int | None = None
+    stacked: bool = False     # one (batch, nheads, 4, tokens) buffer, rows w, g, g, dt: (w, g) and (g, dt) one load
 
 
 @dataclass(frozen=True)
@@ -289,7 +295,32 @@ def chunk_cumsum_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size
     # 3.26 against 3.42 at (8192, 128) and 4.19 against 4.56 at (16384, 128), faster at all nine points of
     # 4096-16384 tokens x dstate 64-512 (explore_cutile, 2026-12-03,
     # reports/published/0.1.0+20261203T004652Z-9ed1fbf/explore-cumsum.json); one or two heads were no faster.
-    return ChunkCumsumConfig(block_h=min(_next_pow2(dims.nheads), 4))
+    return ChunkCumsumConfig(block_h=min(_next_pow2(dims.nheads), 4), stacked=_stacked(arch, dims, dtype, chunk_size))
+
+
+def _stacked(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> bool:
+    """Whether the cumsum writes its per-token rows stacked in one buffer (``ChunkCumsumConfig.stacked``: rows w, g,
+    g, dt), so that the serial walk reads a chunk's g and weights by one load and chunk_out's causal halves their g
+    and dt by one (the api runs it only with the serial walk). It costs the cumsum a fourth row to write: on an H100
+    (batch 4, 8 heads, headdim 64, bf16) the cumsum took 15.4 against 13.3 us at 65536 tokens and 61.9 against 50.4
+    at 262144. The walk that reads the weights on x's rows (dstate 128) gained at every length: the forward took 58.0
+    and 58.4 against 59.1 us at 4096 tokens, 191.7 against 194.6 and 195.3 at 16384 (the walk 74.2 against 77.5),
+    695.9-702.6 against 713.2-715.0 at 65536 and 2734.1 against 2800.1 at 262144 (1.3-2.7%, 1024-262144 tokens).
+    The swapped walk (dstate 256, 512) gained at short lengths and lost at long ones: at 512, 1.7% at 4096 tokens
+    (113.3 and 113.4 against 115.3 and 115.0 us), 1.0% at 8192, 0.3-0.6% at 16384, 0.1% at 32768, and 0.4-1.9% slower
+    from 65536; at 256, 1.4-2.1% at 1024-4096 tokens, nothing at 8192 and 0.5-1.0% slower at 16384 (4.5% at 65536).
+    The walk at dstate 64, which weighs its chunks itself, lost (19.9 against 18.7 us at 1024 tokens, 31.8 against
+    29.4 at 2048). (explore_cutile, 2026-12-06, two repeats at 4096-65536 tokens; reports/published/
+    0.1.0+20261206T105200Z-4c556f1-dirty.) Measured on bf16; fp16 runs the same walks."""
+    if dtype not in (torch.bfloat16, torch.float16):
+        return False
+    walk = state_pass_config(arch, dims, dtype, chunk_size)
+    if not walk.pre_weights or walk.g_last or walk.segments > 1:
+        return False
+    if walk.weigh_x:
+        return True
+    nchunks = -(-dims.seqlen // chunk_size)
+    return walk.swap_ab and nchunks <= (128 if dims.dstate >= 512 else 32)
 
 
 def _segmented_out(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int, initial_state: bool = False) -> bool:

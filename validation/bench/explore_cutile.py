@@ -455,6 +455,13 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
         for occupancy in (seg.occupancy, 1):
             cand = dataclasses.replace(seg, wide_loads=True, occupancy=occupancy)
             out.append(one(f"walk wide segmented occ{occupancy}", "segmented-out", "segment_state", cand))
+    # The cumsum's per-token rows stacked in one buffer (ChunkCumsumConfig.stacked: rows w, g, g, dt), so that the
+    # serial walk reads a chunk's g and weights, and chunk_out's causal halves their g and dt, by one load each.
+    out.append(one("stacked", "default", "chunk_cumsum", dataclasses.replace(cs, stacked=True)))
+    # With the walk's step read by one load per array as well (wide_loads), where the chooser's walk loads per chunk.
+    if sp.unroll > 1 and not sp.wide_loads and not sp.g_last:
+        out.append(("stacked wide", "default", dataclasses.replace(base, chunk_cumsum=dataclasses.replace(
+            cs, stacked=True), state_pass=dataclasses.replace(sp, wide_loads=True))))
     unique = {name: (name, variant, cfgs) for name, variant, cfgs in out}
     by_config: dict[tuple[str, tuning.Configs], tuple[str, list[str]]] = {}
     for name, variant, cfgs in unique.values():
