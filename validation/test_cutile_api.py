@@ -433,6 +433,7 @@ def test_causal_cb_is_the_default_from_dstate_256_and_gives_way_to_a_shared_or_b
     (16384, 128, "default", True), (262144, 128, "default", True), (16384, 512, "default", True),
     (4096, 256, "default", True), (65536, 512, "default", False), (16384, 256, "default", False),
     (1024, 64, "default", False), (16384, 128, "unstacked", False), (16384, 128, "two-segment-walk", False),
+    (16384, 128, "walk-weighs", False),
     (16384, 128, "segmented-state", False), (16384, 128, "cumsum-in-kernels", False)])
 def test_the_stacked_cumsum_buffer_reaches_the_serial_walk_and_chunk_out_together(seqlen, dstate, variant,
                                                                                   expected) -> None:

@@ -191,10 +191,11 @@ def _plan_stages(x, dt, A, B, C, D, initial_state, dims: SSDDims, *, chunk_size:
     else:
         # The walks may read the chunk-state weights precomputed by the cumsum (``pre_weights``).
         weights = walk_cfg.pre_weights if kind == "serial" else kind != "fused" and seg_cfg.pre_weights
-        # The stacked buffer (the cumsum's ``stacked``) serves the serial walk of one segment that reads whole rows of
-        # g (not g_last), and chunk_out.
+        # The stacked buffer (the cumsum's ``stacked``) serves the serial walk of one segment that reads the weights
+        # and whole rows of g (not g_last), and chunk_out.
         stacked = cfgs.chunk_cumsum.stacked if variant.stacked is None else variant.stacked
-        stacked = stacked and kind == "serial" and walk_cfg.segments == 1 and not walk_cfg.g_last
+        stacked = (stacked and kind == "serial" and walk_cfg.pre_weights and walk_cfg.segments == 1
+                   and not walk_cfg.g_last)
         cumsum_cfg = replace(cfgs.chunk_cumsum, stacked=stacked)
         cumsum_launch, g, dtT, w = chunk_cumsum(dt, A, chunk_size=chunk_size, cfg=cumsum_cfg,
                                                 int64_everywhere=wide, weights=weights)
