@@ -350,12 +350,13 @@ def test_without_the_cumsum_launch_the_walk_takes_the_cumsum_and_fills_chunk_out
         cutile_api.plan_forward(x, dt, A, B, C, D, h0, chunk_size=128, arch="sm_90",
                                 variant=dataclasses.replace(VARIANTS["cumsum-in-kernels"], state="fused"))
     # The design's traffic: g and dt written by the walk and read once by chunk_out, no weights buffer; at the
-    # headline the default's cumsum writes g, dt and the weights, read by the walk and chunk_out: four buffers more.
+    # headline the default's cumsum writes g, dt and the weights, read by the walk and chunk_out: four buffers more,
+    # and a fifth for g written twice (its rows stacked, ChunkCumsumConfig.stacked).
     headline = SSDDims(4, 16384, 8, 64, 1, 128)
     default, _ = cutile_api.intermediate_traffic(headline, torch.bfloat16, 128, "sm_90")
     raw, how = cutile_api.intermediate_traffic(headline, torch.bfloat16, 128, "sm_90", VARIANTS["cumsum-in-kernels"])
     per_buffer = 4 * 16384 * 8 * 4  # one fp32 value a token and head
-    assert default - raw == 4 * per_buffer and "the walk's cumsum g and dt written once, read once" in how
+    assert default - raw == 5 * per_buffer and "the walk's cumsum g and dt written once, read once" in how
 
 
 @pytest.mark.parametrize("variant,seqlen", [("serial-state", 700), ("default", 70)], ids=["variant", "short"])
@@ -528,8 +529,12 @@ def test_intermediate_traffic_counts_the_chunk_states_of_the_state_pass_that_run
     dims = SSDDims(4, 16384, 8, 64, 1, 128)
     states, cumsum = 4 * 8 * 128 * 64 * 128, 3 * 2 * 4 * 16384 * 8 * 4
     weights = 2 * 4 * 16384 * 8 * 4  # the walk's precomputed weights, written by the cumsum and read by the walk
+    g_again = 4 * 16384 * 8 * 4  # the stacked rows' second g (ChunkCumsumConfig.stacked)
     serial, how = cutile_api.intermediate_traffic(dims, torch.bfloat16, 128, "sm_90")
-    assert serial == cumsum + weights + 2 * 2 * states and how.startswith("serial") and "weights" in how
+    assert serial == cumsum + weights + g_again + 2 * 2 * states and how.startswith("serial") and "weights" in how
+    assert "g written a second time" in how
+    unstacked, _ = cutile_api.intermediate_traffic(dims, torch.bfloat16, 128, "sm_90", VARIANTS["unstacked"])
+    assert unstacked == serial - g_again
     # The segmented pass writes, reads and rewrites them before chunk_out reads them, plus its fp32 segment states.
     segmented, how = cutile_api.intermediate_traffic(dims, torch.bfloat16, 128, "sm_90", VARIANTS["segmented-state"])
     assert segmented > cumsum + 4 * 2 * states and how.startswith("segmented")

@@ -191,12 +191,7 @@ def _plan_stages(x, dt, A, B, C, D, initial_state, dims: SSDDims, *, chunk_size:
     else:
         # The walks may read the chunk-state weights precomputed by the cumsum (``pre_weights``).
         weights = walk_cfg.pre_weights if kind == "serial" else kind != "fused" and seg_cfg.pre_weights
-        # The stacked buffer (the cumsum's ``stacked``) serves the serial walk of one segment that reads the weights
-        # and whole rows of g (not g_last), and chunk_out.
-        stacked = cfgs.chunk_cumsum.stacked if variant.stacked is None else variant.stacked
-        stacked = (stacked and kind == "serial" and walk_cfg.pre_weights and walk_cfg.segments == 1
-                   and not walk_cfg.g_last)
-        cumsum_cfg = replace(cfgs.chunk_cumsum, stacked=stacked)
+        cumsum_cfg = replace(cfgs.chunk_cumsum, stacked=_stacks(cfgs.chunk_cumsum, variant, kind, walk_cfg))
         cumsum_launch, g, dtT, w = chunk_cumsum(dt, A, chunk_size=chunk_size, cfg=cumsum_cfg,
                                                 int64_everywhere=wide, weights=weights)
         cumsum_launches = [cumsum_launch]
@@ -233,6 +228,14 @@ def _plan_stages(x, dt, A, B, C, D, initial_state, dims: SSDDims, *, chunk_size:
     return [*cumsum_launches, *state_launches, *out_launches], y, final_state
 
 
+def _stacks(cumsum_cfg: tuning.ChunkCumsumConfig, variant: Variant, kind: str, walk_cfg: tuning.StatePassConfig) -> bool:
+    """Whether the cumsum writes its rows stacked (``ChunkCumsumConfig.stacked``, or the variant's say): only for the
+    serial walk of one segment that reads the weights and whole rows of g (not g_last), and chunk_out."""
+    stacked = cumsum_cfg.stacked if variant.stacked is None else variant.stacked
+    return (stacked and kind == "serial" and walk_cfg.pre_weights and walk_cfg.segments == 1 and not walk_cfg.g_last
+            and not variant.cumsum_in_kernels)
+
+
 def intermediate_traffic(dims: SSDDims, dtype: torch.dtype, chunk_size: int, arch: str,
                          variant: Variant = VARIANTS["default"]) -> tuple[int, str]:
     """The bytes our forward moves beyond the compulsory traffic (its intermediates), and how, in one line.
@@ -267,6 +270,10 @@ def intermediate_traffic(dims: SSDDims, dtype: torch.dtype, chunk_size: int, arc
             # The chunk-state weights: written by the cumsum, read by the walk.
             cumsum += 2 * tokens * dims.nheads * 4
             cb_how = "; the cumsum's chunk-state weights written once, read once" + cb_how
+        if _stacks(tuning.chunk_cumsum_config(arch, dims, dtype, chunk_size), variant, kind, walk_cfg):
+            # Stacked rows w, g, g, dt: g written twice.
+            cumsum += tokens * dims.nheads * 4
+            cb_how = "; g written a second time (the stacked rows)" + cb_how
         return cumsum + cb + 2 * elems * e, (f"serial state pass: {name} chunk states written once and read once; "
                                              f"{scalars_how}{cb_how}")
     if kind == "chunked":
