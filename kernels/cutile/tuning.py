@@ -305,7 +305,7 @@ def _stacked(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> b
     (batch 4, 8 heads, headdim 64, bf16) the cumsum took 15.4 against 13.3 us at 65536 tokens and 61.9 against 50.4
     at 262144. The walk that reads the weights on x's rows (dstate 128) gained at every length: the forward took 58.0
     and 58.4 against 59.1 us at 4096 tokens, 191.7 against 194.6 and 195.3 at 16384 (the walk 74.2 against 77.5),
-    695.9-702.6 against 713.2-715.0 at 65536 and 2734.1 against 2800.1 at 262144 (1.3-2.7%, 1024-262144 tokens).
+    695.9-702.6 against 713.2-715.0 at 65536 and 2734.1 against 2800.1 at 262144 (1.1-2.7%, 1024-262144 tokens).
     The swapped walk (dstate 256, 512) gained at short lengths and lost at long ones: at 512, 1.7% at 4096 tokens
     (113.3 and 113.4 against 115.3 and 115.0 us), 1.0% at 8192, 0.3-0.6% at 16384, 0.1% at 32768, and 0.4-1.9% slower
     from 65536; at 256, 1.4-2.1% at 1024-4096 tokens, nothing at 8192 and 0.5-1.0% slower at 16384 (4.5% at 65536).
