@@ -54,8 +54,7 @@ def _chunk_cumsum_kernel(
         ct.store(w, (b, head_tile, chunk), chunk_state_weight(g_tile, g_last, dt_tile))
 
 
-def _chunk_cumsum_args(dt, A, g, dtT, w, cfg: ChunkCumsumConfig, chunk_size: int, weights: bool,
-                       stacked: bool = False) -> tuple:
+def _chunk_cumsum_args(dt, A, g, dtT, w, cfg: ChunkCumsumConfig, chunk_size: int, weights: bool) -> tuple:
     return (
         dt,
         A,
@@ -65,7 +64,7 @@ def _chunk_cumsum_args(dt, A, g, dtT, w, cfg: ChunkCumsumConfig, chunk_size: int
         chunk_size,
         cfg.block_h,
         weights,
-        stacked,
+        cfg.stacked,
     )
 
 
@@ -89,7 +88,7 @@ def chunk_cumsum(dt: torch.Tensor, A: torch.Tensor, *, chunk_size: int, cfg: Chu
         # One buffer, rows w, g, g, dt, returned in g's place: the kernels that read it know it by its four dimensions.
         stack = empty((batch, nheads, STACK_ROWS, nchunks * chunk_size), dtype=torch.float32, device=dt.device)
         dtT, w = stack[:, :, 3], stack[:, :, 0]
-        args = _chunk_cumsum_args(dt, A, stack, dtT, w, cfg, chunk_size, True, True)
+        args = _chunk_cumsum_args(dt, A, stack, dtT, w, cfg, chunk_size, True)
         launch = plan_launch(_chunk_cumsum_kernel, grid, args, occupancy=cfg.occupancy,
                              int64_everywhere=int64_everywhere)
         return launch, stack, dtT, w

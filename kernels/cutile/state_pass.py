@@ -337,7 +337,7 @@ def walk_args(x, B, g, dtT, *, seg_entry, states, chunk_decay, seg_end, seg_deca
     if stacked and (raw_dt or g_last or prefix):
         raise ValueError(f"_state_pass_kernel: the stacked cumsum buffer with raw_dt={raw_dt}, g_last={g_last}, "
                          f"prefix={prefix}; it serves the walks that read the cumsum's rows")
-    g_out, dt_out = cumsum_out if raw_dt else (g if not stacked else dtT, dtT)  # never written without RAW_DT
+    g_out, dt_out = cumsum_out if raw_dt else (dtT, dtT)  # never written without RAW_DT: any 3-d array stands in
     return (x, B, g, dtT, seg_entry, states, chunk_decay, seg_end, seg_decay, g_out, dt_out, chunk_size, block_p,
             block_n, seg_chunks, from_entry, store_states, store_decay, store_end, swap_ab, states_t, latency, unroll,
             scalar_latency or 0, pre_weights, weigh_x, packed_weights, prefix, raw_dt, g_last, wide_loads, stacked)

@@ -315,12 +315,8 @@ def _stacked(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> b
     if dtype not in (torch.bfloat16, torch.float16):
         return False
     walk = state_pass_config(arch, dims, dtype, chunk_size)
-    if not walk.pre_weights or walk.g_last or walk.segments > 1:
-        return False
-    if walk.weigh_x:
-        return True
     nchunks = -(-dims.seqlen // chunk_size)
-    return walk.swap_ab and nchunks <= (128 if dims.dstate >= 512 else 32)
+    return walk.pre_weights and (walk.weigh_x or walk.swap_ab and nchunks <= (128 if dims.dstate >= 512 else 32))
 
 
 def _segmented_out(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int, initial_state: bool = False) -> bool:
