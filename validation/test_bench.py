@@ -7,6 +7,7 @@ import os
 
 import pytest
 
+from kernels.tilegym import launch_names as tilegym_launch_names
 from reference import ProblemSpec
 from validation.bench import precompile, timing
 from validation.bench.flops import cost, floor_us
@@ -103,6 +104,26 @@ def test_per_kernel_times_of_ours_are_named_by_launch_order_not_by_cupti(monkeyp
     monkeypatch.setattr(timing, "_gpu_events", lambda fn, reps, device: _events(right, right[:2]))
     with pytest.raises(RuntimeError, match=r"a call launched 2 GPU activities .* its launch plan has 3"):
         timing.per_kernel_us(lambda: None, reps=2, device=None, launches=plan)
+
+
+def test_tilegym_kernel_times_are_named_by_their_order_beside_torchs_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    # In the published validates CUPTI filed TileGym's state kernel under its output kernel's name in a few points
+    # each: its three cuTile kernels are named by their order, the wrapper's zero-fill by CUPTI's name.
+    fill = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>"
+    misfiled = [(fill, 1.0), ("chunk_cumsum_kernel", 3.0), ("compute_out_kernel", 30.0), ("compute_out_kernel", 50.0)]
+    right = [(fill, 1.0), ("chunk_cumsum_kernel", 3.0), ("fwd_pass_state_kernel", 30.0), ("compute_out_kernel", 50.0)]
+    monkeypatch.setattr(timing, "_gpu_events", lambda fn, reps, device: _events(misfiled, right, misfiled))
+    names = tilegym_launch_names(128)
+    assert timing.per_kernel_us(lambda: None, reps=3, device=None, launches=timing.CutileByOrder(names)) == {
+        fill: 1.0, "chunk_cumsum_kernel": 3.0, "fwd_pass_state_kernel": 30.0, "compute_out_kernel": 50.0}
+    assert tilegym_launch_names(64)[-1] == "compute_out_swap_kernel"
+    # CUPTI's names alone would have filed the state kernel's 30 us under the output kernel's, as before.
+    assert timing.per_kernel_us(lambda: None, reps=3, device=None)["compute_out_kernel"] == 80.0
+    # A call with another count of cuTile kernels is an error, never a mislabelled table.
+    monkeypatch.setattr(timing, "_gpu_events", lambda fn, reps, device: _events(right[:3]))
+    with pytest.raises(RuntimeError, match=r"a call launched 2 activities other than torch's .* its cuTile kernels "
+                                           r"are 3"):
+        timing.per_kernel_us(lambda: None, reps=1, device=None, launches=timing.CutileByOrder(names))
 
 
 def test_interleaved_times_go_to_the_function_each_call_belongs_to(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -32,7 +32,7 @@ from reference.checks import (
     is_power_of_two,
 )
 
-__all__ = ["LIMITS", "ssd_fwd_tilegym", "tilegym_version"]
+__all__ = ["LIMITS", "launch_names", "ssd_fwd_tilegym", "tilegym_version"]
 
 
 # What mamba2_chunk_forward's code needs (tilegym 1.5.1, tilegym/ops/cutile/mamba2.py; its forward path only:
@@ -62,6 +62,14 @@ _REQUIREMENTS = (
 # No ragged last chunk (mamba2.py lines 1392-1394); a CUDA device; the requirements above.
 LIMITS = Limits(needs_cuda=True, dtypes=tuple(dtype_name(d) for d in FLOAT_DTYPES), ragged=False,
                 requirements=_REQUIREMENTS)
+
+
+def launch_names(chunk_size: int) -> tuple[str, ...]:
+    """The cuTile kernels one call of ``mamba2_chunk_forward`` launches, in order (tilegym 1.5.1, mamba2.py lines
+    1918-1933: ``_chunk_cumsum``, ``_fwd_pass_state``, ``_compute_out``, which takes its swapped kernel at chunk 64,
+    line 1518). Beside them the wrapper's zero-fills for D and the initial state run as torch's own kernels."""
+    return ("chunk_cumsum_kernel", "fwd_pass_state_kernel",
+            "compute_out_swap_kernel" if chunk_size == 64 else "compute_out_kernel")
 
 
 def tilegym_version() -> str:

@@ -39,7 +39,7 @@ from validation.bench.flops import cost, floor_us
 from validation.bench.published import PUBLISHED_B300
 from validation.bench.pytest_benchmark_json import convert
 from validation.bench.sweep import DSTATES, HEADLINE, POINT, SEQLENS, positive_int, positive_seconds
-from validation.bench.timing import cupti_kernel_us, first_call_s, interleaved_kernel_us, wall_us
+from validation.bench.timing import CutileByOrder, cupti_kernel_us, first_call_s, interleaved_kernel_us, wall_us
 from validation.bench.triton_tuning import autotune_choices, forget_autotune_choices
 from validation.gpu import HAS_CUDA, NO_CUDA_REASON, judge, processes_at_once
 from validation.provenance import ROOT
@@ -153,9 +153,15 @@ def _design_floor(spec: ProblemSpec, c, ceilings: dict[str, float], variant: str
                                         tflops=ceilings["bf16_matmul_tflops"], extra_bytes=extra)}
 
 
-def _launches(spec: ProblemSpec, impl: str, variant: str | None, args: tuple) -> list[str] | None:
+def _launches(spec: ProblemSpec, impl: str, variant: str | None, args: tuple) -> list[str] | CutileByOrder | None:
     """Ours: the kernels one call launches, in order, from its launch plan (per_kernel_us names them by position,
-    since CUPTI may report a cuTile kernel under another's name). The peers: None (CUPTI's names)."""
+    since CUPTI may report a cuTile kernel under another's name). TileGym: its three cuTile kernels by their order
+    (CUPTI has filed its state kernel under its output kernel's name), the zero-fills by CUPTI's names. Triton: None
+    (CUPTI's names)."""
+    if impl == "tilegym":
+        from kernels.tilegym import launch_names as tilegym_launches
+
+        return CutileByOrder(tilegym_launches(spec.chunk_size))
     if impl != "cutile":
         return None
     from kernels.cutile.api import launch_names  # imports cuda.tile: only where it runs

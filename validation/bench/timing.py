@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["KernelTimes", "Samples", "cupti_kernel_us", "first_call_s", "interleaved_kernel_us", "per_kernel_us",
-           "wall_us"]
+__all__ = ["CutileByOrder", "KernelTimes", "Samples", "cupti_kernel_us", "first_call_s", "interleaved_kernel_us",
+           "per_kernel_us", "wall_us"]
 
 _FLUSH_MARK = "bitwise_not"
 _FLUSH_BYTES = 512 * 2**20  # larger than any current GPU's L2 (H200: 60 MB, B300: 126 MB)
@@ -88,15 +88,43 @@ def _calls(fns: Sequence[Callable[[], object]], *, reps: int, device: torch.devi
     return [calls[i:-1:len(fns)] for i in range(len(fns))]
 
 
-def _per_kernel(calls: list[list[tuple[str, float]]], launches: Sequence[str] | None) -> dict[str, float]:
+@dataclass(frozen=True)
+class CutileByOrder:
+    """A call's cuTile kernels in launch order, for a call that also runs torch's own kernels (a peer's forward beside
+    its wrapper's zero-fills): its activities that are neither torch's (a name with ``at::``) nor a memset or a copy
+    are named ``names[0]``, ``names[1]``, ... in the order they ran, the others as CUPTI names them."""
+
+    names: tuple[str, ...]
+
+    def name(self, call: list[tuple[str, float]]) -> list[str]:
+        cutile = [i for i, (name, _) in enumerate(call) if not _torch_activity(name)]
+        if len(cutile) != len(self.names):
+            raise RuntimeError(f"per_kernel_us: a call launched {len(cutile)} activities other than torch's "
+                               f"({[call[i][0] for i in cutile]}); its cuTile kernels are {len(self.names)} "
+                               f"({list(self.names)})")
+        by_order = dict(zip(cutile, self.names, strict=True))
+        return [by_order.get(i, name) for i, (name, _) in enumerate(call)]
+
+
+def _torch_activity(name: str) -> bool:
+    return "at::" in name or name.startswith(("Memset", "Memcpy"))
+
+
+Launches = Sequence[str] | CutileByOrder | None
+
+
+def _per_kernel(calls: list[list[tuple[str, float]]], launches: Launches) -> dict[str, float]:
     """The median µs of each kernel over ``calls`` (one function's), named by ``launches``' positions if given."""
     totals: list[dict[str, float]] = []
     for call in calls:
-        if launches is not None and len(call) != len(launches):
+        if isinstance(launches, CutileByOrder):
+            names = launches.name(call)
+        elif launches is not None and len(call) != len(launches):
             raise RuntimeError(f"per_kernel_us: a call launched {len(call)} GPU activities "
                                f"({[name for name, _ in call]}); its launch plan has {len(launches)} "
                                f"({list(launches)})")
-        names = list(launches) if launches is not None else [name for name, _ in call]
+        else:
+            names = list(launches) if launches is not None else [name for name, _ in call]
         total: dict[str, float] = {}
         for name, (_, us) in zip(names, call, strict=True):
             total[name] = total.get(name, 0.0) + us
@@ -114,7 +142,7 @@ class KernelTimes:
 
 
 def interleaved_kernel_us(fns: Sequence[Callable[[], object]], *, reps: int, device: torch.device,
-                          launches: Sequence[Sequence[str] | None] | None = None) -> list[KernelTimes]:
+                          launches: Sequence[Launches] | None = None) -> list[KernelTimes]:
     """CUPTI kernel time of every one of ``fns``, called in turn ``reps`` rounds (A B C A B C ...), an L2 flush
     before every call: each function's reps are spread over the same seconds as the others', so a GPU clock that
     drifts (a power cap setting in, say) weighs on all of them alike, and their ratios do not depend on which ran
@@ -132,15 +160,16 @@ def cupti_kernel_us(fn: Callable[[], object], *, reps: int, device: torch.device
 
 
 def per_kernel_us(fn: Callable[[], object], *, reps: int, device: torch.device,
-                  launches: Sequence[str] | None = None) -> dict[str, float]:
+                  launches: Launches = None) -> dict[str, float]:
     """Median µs per call of each kernel of ``fn`` under CUPTI, L2 flushed before every rep (the breakdown of
     kernel_us).
 
     ``launches``: the kernels one call launches, in order (for ours, from its launch plan). Each rep's GPU
     activities are then named by their position, and a rep with another count of activities is an error. CUPTI's
     own names are not trusted for them: on the H200 it reported a cuTile kernel of ours under the name of a
-    TileGym kernel run earlier in the same process. Without ``launches``: CUPTI's names, cut at cuTile's
-    mangling suffix.
+    TileGym kernel run earlier in the same process, and TileGym's state kernel under the name of its output kernel.
+    A ``CutileByOrder`` names only the cuTile kernels by position (TileGym's). Without ``launches``: CUPTI's names, cut
+    at cuTile's mangling suffix.
     """
     return interleaved_kernel_us([fn], reps=reps, device=device, launches=[launches])[0].per_kernel_us
 
