@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import torch
 
 from kernels.cutile.tuning import VARIANTS
+from kernels.tilegym import launch_names as tilegym_launch_names
 from reference import ProblemSpec, ssd_chunked
 from reference.checks import check_domain, domain_checked
 from validation import isolated
@@ -159,9 +160,7 @@ def _launches(spec: ProblemSpec, impl: str, variant: str | None, args: tuple) ->
     (CUPTI has filed its state kernel under its output kernel's name), the zero-fills by CUPTI's names. Triton: None
     (CUPTI's names)."""
     if impl == "tilegym":
-        from kernels.tilegym import launch_names as tilegym_launches
-
-        return CutileByOrder(tilegym_launches(spec.chunk_size))
+        return CutileByOrder(tilegym_launch_names(spec.chunk_size))
     if impl != "cutile":
         return None
     from kernels.cutile.api import launch_names  # imports cuda.tile: only where it runs

@@ -113,20 +113,24 @@ def _torch_activity(name: str) -> bool:
 Launches = Sequence[str] | CutileByOrder | None
 
 
+def _activity_names(call: list[tuple[str, float]], launches: Launches) -> list[str]:
+    """The name of each GPU activity of one call: by position in ``launches``, by ``CutileByOrder``, or CUPTI's."""
+    if launches is None:
+        return [name for name, _ in call]
+    if isinstance(launches, CutileByOrder):
+        return launches.name(call)
+    if len(call) != len(launches):
+        raise RuntimeError(f"per_kernel_us: a call launched {len(call)} GPU activities ({[name for name, _ in call]}); "
+                           f"its launch plan has {len(launches)} ({list(launches)})")
+    return list(launches)
+
+
 def _per_kernel(calls: list[list[tuple[str, float]]], launches: Launches) -> dict[str, float]:
     """The median µs of each kernel over ``calls`` (one function's), named by ``launches``' positions if given."""
     totals: list[dict[str, float]] = []
     for call in calls:
-        if isinstance(launches, CutileByOrder):
-            names = launches.name(call)
-        elif launches is not None and len(call) != len(launches):
-            raise RuntimeError(f"per_kernel_us: a call launched {len(call)} GPU activities "
-                               f"({[name for name, _ in call]}); its launch plan has {len(launches)} "
-                               f"({list(launches)})")
-        else:
-            names = list(launches) if launches is not None else [name for name, _ in call]
         total: dict[str, float] = {}
-        for name, (_, us) in zip(names, call, strict=True):
+        for name, (_, us) in zip(_activity_names(call, launches), call, strict=True):
             total[name] = total.get(name, 0.0) + us
         totals.append(total)
     names = sorted({n for t in totals for n in t})
