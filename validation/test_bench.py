@@ -473,6 +473,55 @@ def test_a_benchmark_stopped_while_it_compiles_writes_every_point_as_not_reached
     assert not (tmp_path / "partial").exists()
 
 
+@pytest.mark.parametrize("mode,warmed", [("tune", True), ("cached", False), ("off", False)])
+def test_a_tune_run_compiles_tilegyms_search_spaces_for_its_own_points_first(mode, warmed, tmp_path,
+                                                                            monkeypatch) -> None:
+    """--tilegym-tuning tune runs the parallel warm (in --compile-jobs processes) for the stand-in shapes of its points
+    before the compile phase, and records it; cached and off warm nothing."""
+    import contextlib
+    import signal
+
+    from validation import isolated
+    from validation.bench import run
+
+    order: list[object] = []
+
+    def stopped(*args: object, **kwargs: object) -> dict[str, object]:
+        order.append("first_calls")
+        raise isolated.Interrupted("interrupted: SIGTERM", "SIGTERM")
+
+    monkeypatch.setenv("SSD_RUN_DIR", str(tmp_path))
+    monkeypatch.setattr(run, "HAS_CUDA", True)  # the GPU path, stopped before it touches a GPU
+    monkeypatch.setattr(run.precompile, "first_calls", stopped)
+    monkeypatch.setattr(run.tilegym_tuning, "use", lambda mode: contextlib.nullcontext())
+    monkeypatch.setattr(run.tilegym_tuning, "warm", lambda shapes, *, jobs: order.append((shapes, jobs)) or 1)
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}  # main() installs its own
+    try:
+        run.main(["--seqlen", "1024", "4096", "16384", "--dstate", "64", "--impl", "tilegym", "--compile-jobs", "3",
+                  "--tilegym-tuning", mode])
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    warm = json.loads((tmp_path / "raw" / "benchmark.json").read_text())["tilegym_tuning"].get("warm")
+    if warmed:
+        assert order == [([(1024, 64), (2048, 64)], 3), "first_calls"]
+        assert {k: warm[k] for k in ("shapes", "jobs", "failed_processes")} == {
+            "shapes": "1024x64 2048x64", "jobs": 3, "failed_processes": 1}
+    else:
+        assert order == ["first_calls"] and warm is None
+
+
+def test_warm_shapes_keep_what_cutile_specialises_on() -> None:
+    """A multiple of 2048 tokens compiles as 2048 (16 chunks divide it) unless TileGym's chunk states pass 2**31
+    elements (64-bit indices: 262144 x 512 at the benchmark's point); any other length stands for itself."""
+    from validation.bench.tilegym_tuning import WARM_SHAPES, warm_shapes
+
+    assert warm_shapes([(16384, 128), (4096, 128), (3000, 128), (131072, 512), (262144, 512), (262144, 256)]) == [
+        (2048, 128), (2048, 256), (2048, 512), (3000, 128), (262144, 512)]
+    assert WARM_SHAPES == tuple((seqlen, dstate) for seqlen in (1024, 2048) for dstate in (64, 128, 256, 512)) + (
+        (262144, 512),)
+
+
 @pytest.mark.parametrize("args,named", [
     (["--seqlen", "0"], "--seqlen"), (["--dstate", "-64"], "--dstate"), (["--reps", "0"], "--reps"),
     (["--budget-s", "-3"], "--budget-s"), (["--budget-s", "nan"], "--budget-s"),

@@ -391,9 +391,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="headline (default): Triton tunes once per dstate at 16384 tokens and runs that choice "
                              "at every length; per-point: it tunes at every point (about 5 s each)")
     parser.add_argument("--tilegym-tuning", choices=tilegym_tuning.MODES, default="cached",
-                        help="cached (default): TileGym's stored choice per shape, else its first config; tune: run "
-                             "TileGym's exhaustive autotune where no choice is stored (about 5 minutes per new "
-                             "shape on an H200) and store it; off: TileGym's first config everywhere")
+                        help="cached (default): TileGym's stored choice per shape, else its first config; tune: "
+                             "compile TileGym's search spaces for the sweep in --compile-jobs processes, then run its "
+                             "exhaustive autotune where no choice is stored and store it (minutes per new shape, "
+                             "most of it the compiling); off: TileGym's first config everywhere")
     parser.add_argument("--check-args", action="store_true",
                         help="check these arguments and exit (0 when they would run), measuring nothing and making no "
                              "run directory (nox -s validate does this before its first step)")
@@ -450,6 +451,8 @@ def main(argv: list[str] | None = None) -> int:
     tuning = tilegym_tuning.use(args.tilegym_tuning) if "tilegym" in args.impl else contextlib.nullcontext()
     with tuning:
         try:
+            if args.tilegym_tuning == "tune" and "tilegym" in args.impl and args.compile_jobs:
+                extra["tilegym_tuning"]["warm"] = warm_tilegym(points, jobs=args.compile_jobs)
             if args.compile_jobs:
                 phase = precompile.first_calls(specs, args.impl, jobs=args.compile_jobs, tuning=args.tilegym_tuning,
                                                log=_progress)
@@ -503,6 +506,22 @@ def main(argv: list[str] | None = None) -> int:
     if "interrupted" in extra:  # stopped by a signal: the shell's convention, 128 + its number
         return 128 + signal.Signals[extra["interrupted"]].value
     return exit_code([c.as_dict() for c in results.cases])
+
+
+def warm_tilegym(points: list[tuple[int, int]], *, jobs: int) -> dict[str, object]:
+    """Before a ``tune`` run: every config of TileGym's search spaces compiled for ``points`` in ``jobs`` processes at
+    once (validation.bench.tilegym_tuning's ``warm``), so that its autotune, one process, finds them compiled and only
+    times. A process that fails costs only time (the search compiles what it left); the count is recorded."""
+    shapes = tilegym_tuning.warm_shapes(points)
+    named = " ".join(f"{seqlen}x{dstate}" for seqlen, dstate in shapes)
+    _progress(f"benchmark: compiling TileGym's search spaces at {named} in {jobs} processes before it tunes")
+    start = time.perf_counter()
+    failed = tilegym_tuning.warm(shapes, jobs=jobs)
+    if failed:
+        _progress(f"benchmark: {failed} of the {jobs} compile processes failed (their errors are above); TileGym's "
+                  "search compiles what they left")
+    return {"shapes": named, "jobs": jobs, "failed_processes": failed,
+            "seconds": round(time.perf_counter() - start, 1)}
 
 
 def exit_code(cases: list[dict[str, object]]) -> int:

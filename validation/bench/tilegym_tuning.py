@@ -23,8 +23,8 @@ benchmark writes into its results which config each TileGym kernel ran with and 
     python -m validation.bench.tilegym_tuning merge OUT FILE...     # several tuning runs into one new table
     python -m validation.bench.tilegym_tuning warm --jobs 24        # compile the search spaces in parallel (a GPU)
 
-A tuning run on a GPU: ``warm`` first (compiling is most of the autotune's time and is parallel there),
-then ``python -m validation.bench.run --impl tilegym --tilegym-tuning tune``.
+A tuning run on a GPU: ``python -m validation.bench.run --impl tilegym --tilegym-tuning tune`` runs ``warm`` for its
+own points first (compiling is most of the autotune's time and is parallel there), then times.
 """
 
 from __future__ import annotations
@@ -44,12 +44,12 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from reference.checks import dtype_name
-from validation.bench.sweep import POINT, point_arg, positive_int
+from validation.bench.sweep import DSTATES, POINT, SEQLENS, point_arg, positive_int
 from validation.bench.tilegym_decisions import FIRST_CONFIG
 from validation.results import write_json_atomic
 
 __all__ = ["MODES", "SHIPPED", "TuningStore", "current_problem", "decisions", "marked_problem", "problem_key",
-           "problem_of", "use", "user_store_path"]
+           "problem_of", "use", "user_store_path", "warm", "warm_shapes"]
 
 MODES = ("tune", "cached", "off")
 FORMAT = "ssd-tilegym-tuning/1"
@@ -282,10 +282,25 @@ def _clear(mamba2: object) -> None:
             getattr(mamba2, name).clear()
 
 
+# TileGym's chunk-entry states hold batch x chunks x heads x headdim x dstate elements, 16 x seqlen x dstate at the
+# benchmark's point: from 2**27 tokens x dstate on they pass 2**31 and its kernels compile with 64-bit indices.
+_INT64_FROM = 2**31 // (POINT["batch"] * POINT["nheads"] * POINT["headdim"] // POINT["chunk_size"])
+
+
+def warm_shapes(points: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The shapes whose compiled kernels cover ``points`` (seqlen, dstate): a length that is a multiple of 2048
+    compiles as 2048 does (16 chunks divide it), unless its states need 64-bit indices; any other length as itself."""
+    def stand_in(seqlen: int, dstate: int) -> tuple[int, int]:
+        if seqlen % 2048 or seqlen * dstate >= _INT64_FROM:
+            return seqlen, dstate
+        return 2048, dstate
+    return sorted({stand_in(seqlen, dstate) for seqlen, dstate in points})
+
+
 # Shapes whose compiled kernels cover the benchmark sweep: cuTile specialises on how far sizes divide
 # (8 chunks at 1024 tokens, 16 from 2048 on), and on the index width (the chunk-entry states of
 # 262144 tokens x dstate 512 reach 2**31 elements).
-WARM_SHAPES = tuple((seqlen, dstate) for dstate in (64, 128, 256, 512) for seqlen in (1024, 2048)) + ((262144, 512),)
+WARM_SHAPES = tuple(warm_shapes([(seqlen, dstate) for seqlen in SEQLENS for dstate in DSTATES]))
 
 
 def warm(shapes: Sequence[tuple[int, int]] = WARM_SHAPES, *, jobs: int) -> int:
