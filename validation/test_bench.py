@@ -445,40 +445,10 @@ def test_a_run_directory_holding_a_benchmark_file_is_refused_before_any_point(tm
     assert (tmp_path / "raw" / "benchmark.json").read_text() == "{}"
 
 
-def test_a_benchmark_stopped_while_it_compiles_writes_every_point_as_not_reached(tmp_path, monkeypatch) -> None:
-    """A signal during the compile phase (before any point is timed): the results file is written, every point
-    not-run with the reason, the signal named, and the exit status 128 + its number (no traceback, nothing lost)."""
-    import signal
-
-    from validation import isolated
-    from validation.bench import run
-
-    def stopped(*args: object, **kwargs: object) -> dict[str, object]:
-        raise isolated.Interrupted("interrupted: SIGTERM", "SIGTERM")
-
-    monkeypatch.setenv("SSD_RUN_DIR", str(tmp_path))
-    monkeypatch.setattr(run, "HAS_CUDA", True)  # the GPU path, stopped before it touches a GPU
-    monkeypatch.setattr(run.precompile, "first_calls", stopped)
-    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}  # main() installs its own
-    try:
-        code = run.main(["--seqlen", "1024", "2048", "--dstate", "64", "--impl", "cutile", "triton",
-                         "--cutile-variants"])
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-    assert code == 128 + signal.SIGTERM
-    data = json.loads((tmp_path / "raw" / "benchmark.json").read_text())
-    assert data["interrupted"] == "SIGTERM"
-    assert [(c["status"], c["reason"]) for c in data["cases"]] == [("not-run", "not reached: interrupted: SIGTERM")] * 4
-    assert not (tmp_path / "partial").exists()
-
-
-@pytest.mark.parametrize("mode,warmed", [("tune", True), ("cached", False), ("off", False)])
-def test_a_tune_run_compiles_tilegyms_search_spaces_for_its_own_points_first(mode, warmed, tmp_path,
-                                                                            monkeypatch) -> None:
-    """--tilegym-tuning tune runs the parallel warm (in --compile-jobs processes) for the stand-in shapes of its points
-    before the compile phase, and records it; cached and off warm nothing."""
-    import contextlib
+@pytest.fixture
+def stopped_in_compile_phase(tmp_path, monkeypatch) -> list[str]:
+    """run.main on the GPU path, stopped by SIGTERM as its compile phase starts (before it touches a GPU), writing into
+    tmp_path; main()'s own signal handlers are put back afterwards. Yields a list where that phase marks its start."""
     import signal
 
     from validation import isolated
@@ -491,17 +461,44 @@ def test_a_tune_run_compiles_tilegyms_search_spaces_for_its_own_points_first(mod
         raise isolated.Interrupted("interrupted: SIGTERM", "SIGTERM")
 
     monkeypatch.setenv("SSD_RUN_DIR", str(tmp_path))
-    monkeypatch.setattr(run, "HAS_CUDA", True)  # the GPU path, stopped before it touches a GPU
+    monkeypatch.setattr(run, "HAS_CUDA", True)
     monkeypatch.setattr(run.precompile, "first_calls", stopped)
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    yield order
+    for signum, handler in previous.items():
+        signal.signal(signum, handler)
+
+
+def test_a_benchmark_stopped_while_it_compiles_writes_every_point_as_not_reached(stopped_in_compile_phase,
+                                                                                 tmp_path) -> None:
+    """A signal during the compile phase (before any point is timed): the results file is written, every point
+    not-run with the reason, the signal named, and the exit status 128 + its number (no traceback, nothing lost)."""
+    import signal
+
+    from validation.bench import run
+
+    code = run.main(["--seqlen", "1024", "2048", "--dstate", "64", "--impl", "cutile", "triton", "--cutile-variants"])
+    assert code == 128 + signal.SIGTERM
+    data = json.loads((tmp_path / "raw" / "benchmark.json").read_text())
+    assert data["interrupted"] == "SIGTERM"
+    assert [(c["status"], c["reason"]) for c in data["cases"]] == [("not-run", "not reached: interrupted: SIGTERM")] * 4
+    assert not (tmp_path / "partial").exists()
+
+
+@pytest.mark.parametrize("mode,warmed", [("tune", True), ("cached", False), ("off", False)])
+def test_a_tune_run_compiles_tilegyms_search_spaces_for_its_own_points_first(mode, warmed, stopped_in_compile_phase,
+                                                                            tmp_path, monkeypatch) -> None:
+    """--tilegym-tuning tune runs the parallel warm (in --compile-jobs processes) for the stand-in shapes of its points
+    before the compile phase, and records it; cached and off warm nothing."""
+    import contextlib
+
+    from validation.bench import run
+
+    order = stopped_in_compile_phase
     monkeypatch.setattr(run.tilegym_tuning, "use", lambda mode: contextlib.nullcontext())
     monkeypatch.setattr(run.tilegym_tuning, "warm", lambda shapes, *, jobs: order.append((shapes, jobs)) or 1)
-    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}  # main() installs its own
-    try:
-        run.main(["--seqlen", "1024", "4096", "16384", "--dstate", "64", "--impl", "tilegym", "--compile-jobs", "3",
-                  "--tilegym-tuning", mode])
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+    run.main(["--seqlen", "1024", "4096", "16384", "--dstate", "64", "--impl", "tilegym", "--compile-jobs", "3",
+              "--tilegym-tuning", mode])
     warm = json.loads((tmp_path / "raw" / "benchmark.json").read_text())["tilegym_tuning"].get("warm")
     if warmed:
         assert order == [([(1024, 64), (2048, 64)], 3), "first_calls"]
