@@ -288,3 +288,26 @@ def test_the_hidden_warm_one_is_not_in_the_help(capsys) -> None:
     with pytest.raises(SystemExit) as stop:
         tilegym_tuning.main(["--help"])
     assert stop.value.code == 0 and "warm-one" not in capsys.readouterr().out
+
+
+def test_untuned_names_the_points_where_a_kernel_has_no_choice_for_this_gpu_and_stack(tmp_path: Path) -> None:
+    """A point is tuned when each of TileGym's three kernels has a choice, in the user's store or the shipped table
+    (one stored before the key had the tileiras counts), for this device and versions; another GPU's does not."""
+    kernels = ("chunk_cumsum_kernel", "fwd_pass_state_kernel", "compute_out_kernel")
+
+    def entry(seqlen: int, kernel: str, **over: str) -> dict[str, object]:
+        return {**VERSIONS, "kernel": kernel, "problem": problem_key("bf16", 4, seqlen, 8, 64, 1, 64, 128, True),
+                "config": {}, **over}
+
+    def store(name: str, entries: list[dict[str, object]]) -> TuningStore:
+        (tmp_path / name).write_text(json.dumps({"format": tilegym_tuning.FORMAT, "entries": entries}))
+        return TuningStore(tmp_path / name, writable=False)
+
+    user = store("user.json", [entry(2048, k) for k in kernels] + [entry(4096, k) for k in kernels[:2]]
+                 + [entry(16384, k, device="another-gpu") for k in kernels])
+    shipped = store("shipped.json", [{k: v for k, v in entry(1024, k).items() if k != "tileiras"} for k in kernels]
+                    + [entry(4096, kernels[2])])
+    points = [(1024, 64), (2048, 64), (4096, 64), (8192, 64), (16384, 64)]
+    assert tilegym_tuning.untuned(points, user, shipped, versions=VERSIONS) == [(8192, 64), (16384, 64)]
+    assert tilegym_tuning.untuned(points, user, store("empty.json", []), versions=VERSIONS) == [
+        (1024, 64), (4096, 64), (8192, 64), (16384, 64)]

@@ -392,9 +392,9 @@ def main(argv: list[str] | None = None) -> int:
                              "at every length; per-point: it tunes at every point (about 5 s each)")
     parser.add_argument("--tilegym-tuning", choices=tilegym_tuning.MODES, default="cached",
                         help="cached (default): TileGym's stored choice per shape, else its first config; tune: "
-                             "compile TileGym's search spaces for the sweep in --compile-jobs processes, then run its "
-                             "exhaustive autotune where no choice is stored and store it (minutes per new shape, "
-                             "most of it the compiling); off: TileGym's first config everywhere")
+                             "compile TileGym's search spaces for the points without a stored choice in --compile-jobs "
+                             "processes, then run its exhaustive autotune there and store its choices (minutes per "
+                             "new shape, most of it the compiling); off: TileGym's first config everywhere")
     parser.add_argument("--check-args", action="store_true",
                         help="check these arguments and exit (0 when they would run), measuring nothing and making no "
                              "run directory (nox -s validate does this before its first step)")
@@ -509,10 +509,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def warm_tilegym(points: list[tuple[int, int]], *, jobs: int) -> dict[str, object]:
-    """Before a ``tune`` run: every config of TileGym's search spaces compiled for ``points`` in ``jobs`` processes at
-    once (validation.bench.tilegym_tuning's ``warm``), so that its autotune, one process, finds them compiled and only
-    times. A process that fails costs only time (the search compiles what it left); the count is recorded."""
-    shapes = tilegym_tuning.warm_shapes(points)
+    """Before a ``tune`` run: every config of TileGym's search spaces compiled for the ``points`` that have no stored
+    choice, in ``jobs`` processes at once (validation.bench.tilegym_tuning's ``warm``), so that its autotune, one
+    process, finds them compiled and only times. A process that fails costs only time (the search compiles what it
+    left); the count is recorded."""
+    untuned = tilegym_tuning.untuned(points)
+    if not untuned:
+        _progress("benchmark: TileGym's choices are stored for every point; nothing to compile before it tunes")
+        return {"untuned_points": 0, "shapes": "", "jobs": jobs, "failed_processes": 0, "seconds": 0.0}
+    shapes = tilegym_tuning.warm_shapes(untuned)
     named = " ".join(f"{seqlen}x{dstate}" for seqlen, dstate in shapes)
     _progress(f"benchmark: compiling TileGym's search spaces at {named} in {jobs} processes before it tunes")
     start = time.perf_counter()
@@ -520,7 +525,7 @@ def warm_tilegym(points: list[tuple[int, int]], *, jobs: int) -> dict[str, objec
     if failed:
         _progress(f"benchmark: {failed} of the {jobs} compile processes failed (their errors are above); TileGym's "
                   "search compiles what they left")
-    return {"shapes": named, "jobs": jobs, "failed_processes": failed,
+    return {"untuned_points": len(untuned), "shapes": named, "jobs": jobs, "failed_processes": failed,
             "seconds": round(time.perf_counter() - start, 1)}
 
 

@@ -24,7 +24,7 @@ benchmark writes into its results which config each TileGym kernel ran with and 
     python -m validation.bench.tilegym_tuning warm --jobs 24        # compile the search spaces in parallel (a GPU)
 
 A tuning run on a GPU: ``python -m validation.bench.run --impl tilegym --tilegym-tuning tune`` runs ``warm`` for its
-own points first (compiling is most of the autotune's time and is parallel there), then times.
+points without a stored choice first (compiling is most of the autotune's time and is parallel there), then times.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from validation.bench.tilegym_decisions import FIRST_CONFIG
 from validation.results import write_json_atomic
 
 __all__ = ["MODES", "SHIPPED", "TuningStore", "current_problem", "decisions", "marked_problem", "problem_key",
-           "problem_of", "use", "user_store_path", "warm", "warm_shapes"]
+           "problem_of", "untuned", "use", "user_store_path", "warm", "warm_shapes"]
 
 MODES = ("tune", "cached", "off")
 FORMAT = "ssd-tilegym-tuning/1"
@@ -158,6 +158,34 @@ class TuningStore:
 UNRECORDED = "unrecorded"
 
 
+def _stored(key: dict[str, str], store: TuningStore, shipped: TuningStore) -> Iterator[tuple[TuningStore, str, dict]]:
+    """The entries for ``key`` (each also under a tileiras it did not record), the user's store's before the shipped
+    table's, each with its file and where it came from."""
+    for source, where in ((store, "stored"), (shipped, "shipped")):
+        entry = source.get(**key) or source.get(**{**key, "tileiras": UNRECORDED})
+        if entry is not None:
+            yield source, where, entry
+
+
+def untuned(points: Sequence[tuple[int, int]], store: TuningStore | None = None, shipped: TuningStore | None = None,
+            *, versions: dict[str, str] | None = None) -> list[tuple[int, int]]:
+    """The benchmark's points (seqlen, dstate) where a kernel of TileGym's forward has no choice stored for this GPU
+    and stack, in the user's store or the shipped table: those a ``tune`` run searches. ``store``, ``shipped`` and
+    ``versions`` default as in :func:`use`."""
+    from kernels.tilegym import launch_names
+
+    store = store if store is not None else TuningStore(user_store_path())
+    shipped = shipped if shipped is not None else TuningStore(SHIPPED, writable=False)
+    versions = versions or _versions()
+
+    def tuned(seqlen: int, dstate: int) -> bool:
+        problem = problem_key(POINT["dtype"], POINT["batch"], seqlen, POINT["nheads"], POINT["headdim"],
+                              POINT["ngroups"], dstate, POINT["chunk_size"], contiguous=True)
+        return all(next(_stored({**versions, "kernel": kernel, "problem": problem}, store, shipped), None)
+                   for kernel in launch_names(POINT["chunk_size"]))
+    return [point for point in points if not tuned(*point)]
+
+
 def _entry_key(entry: dict[str, object]) -> str:
     return "|".join(str(entry.get(k, UNRECORDED) if k == "tileiras" else entry[k])
                     for k in ("device", "tilegym", "cuda_tile", "tileiras", "kernel", "problem"))
@@ -202,9 +230,8 @@ def use(mode: str, store: TuningStore | None = None, shipped: TuningStore | None
         if key["problem"] is None:
             raise RuntimeError("tilegym tuning: a TileGym search outside its mamba2_chunk_forward")
         search_space = list(search_space)
-        for source, where in ((store, "stored"), (shipped, "shipped")):
-            entry = source.get(**key) or source.get(**{**key, "tileiras": UNRECORDED})
-            if entry is not None and (config := _find(search_space, entry["config"])) is not None:
+        for source, where, entry in _stored(key, store, shipped):
+            if (config := _find(search_space, entry["config"])) is not None:
                 under = ("" if "tileiras" in entry else
                          f", under a tileiras it did not record; this run's is {key.get('tileiras', UNRECORDED)}")
                 _log.append({**key, "source": f"{where} choice ({source.path.name}, tuned {entry['tuned_at']}{under})",
