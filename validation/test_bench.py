@@ -485,11 +485,17 @@ def test_a_benchmark_stopped_while_it_compiles_writes_every_point_as_not_reached
     assert not (tmp_path / "partial").exists()
 
 
-@pytest.mark.parametrize("mode,warmed", [("tune", True), ("cached", False), ("off", False)])
-def test_a_tune_run_compiles_tilegyms_search_spaces_for_its_own_points_first(mode, warmed, stopped_in_compile_phase,
-                                                                            tmp_path, monkeypatch) -> None:
-    """--tilegym-tuning tune runs the parallel warm (in --compile-jobs processes) for the stand-in shapes of its points
-    before the compile phase, for the points without stored choices, and records it; cached and off warm nothing."""
+@pytest.mark.parametrize("mode,stored,warmed,recorded", [
+    # 1024x64 has its choices stored: not compiled; 4096 and 16384 tokens compile as 2048 do
+    ("tune", {(1024, 64)}, [([(1024, 128), (2048, 64), (2048, 128)], 3)],
+     {"untuned_points": 5, "shapes": "1024x128 2048x64 2048x128", "jobs": 3, "failed_processes": 1}),
+    ("tune", "all", [], {"untuned_points": 0, "shapes": "", "jobs": 3, "failed_processes": 0}),
+    ("cached", set(), [], None), ("off", set(), [], None)], ids=["tune", "tune-all-stored", "cached", "off"])
+def test_a_tune_run_compiles_tilegyms_search_spaces_for_its_points_without_choices_first(
+        mode, stored, warmed, recorded, stopped_in_compile_phase, tmp_path, monkeypatch) -> None:
+    """--tilegym-tuning tune runs the parallel warm (in --compile-jobs processes) before the compile phase, for the
+    stand-in shapes of the points without stored choices, and records it (nothing to compile when every point has
+    them); cached and off warm nothing."""
     import contextlib
 
     from validation.bench import run
@@ -497,31 +503,13 @@ def test_a_tune_run_compiles_tilegyms_search_spaces_for_its_own_points_first(mod
     order = stopped_in_compile_phase
     monkeypatch.setattr(run.tilegym_tuning, "use", lambda mode: contextlib.nullcontext())
     monkeypatch.setattr(run.tilegym_tuning, "warm", lambda shapes, *, jobs: order.append((shapes, jobs)) or 1)
-    monkeypatch.setattr(run.tilegym_tuning, "untuned", lambda points: [p for p in points if p != (1024, 64)])
+    monkeypatch.setattr(run.tilegym_tuning, "untuned",
+                        lambda points: [] if stored == "all" else [p for p in points if p not in stored])
     run.main(["--seqlen", "1024", "4096", "16384", "--dstate", "64", "128", "--impl", "tilegym", "--compile-jobs",
               "3", "--tilegym-tuning", mode])
     warm = json.loads((tmp_path / "raw" / "benchmark.json").read_text())["tilegym_tuning"].get("warm")
-    if warmed:  # 1024x64 has its choices stored: not compiled; 4096 and 16384 tokens compile as 2048 do
-        assert order == [([(1024, 128), (2048, 64), (2048, 128)], 3), "first_calls"]
-        assert {k: warm[k] for k in ("untuned_points", "shapes", "jobs", "failed_processes")} == {
-            "untuned_points": 5, "shapes": "1024x128 2048x64 2048x128", "jobs": 3, "failed_processes": 1}
-    else:
-        assert order == ["first_calls"] and warm is None
-
-
-def test_a_tune_run_with_every_choice_stored_compiles_nothing_first(stopped_in_compile_phase, tmp_path,
-                                                                   monkeypatch) -> None:
-    import contextlib
-
-    from validation.bench import run
-
-    order = stopped_in_compile_phase
-    monkeypatch.setattr(run.tilegym_tuning, "use", lambda mode: contextlib.nullcontext())
-    monkeypatch.setattr(run.tilegym_tuning, "warm", lambda shapes, *, jobs: order.append((shapes, jobs)) or 0)
-    monkeypatch.setattr(run.tilegym_tuning, "untuned", lambda points: [])
-    run.main(["--seqlen", "1024", "--dstate", "64", "--impl", "tilegym", "--tilegym-tuning", "tune"])
-    warm = json.loads((tmp_path / "raw" / "benchmark.json").read_text())["tilegym_tuning"]["warm"]
-    assert order == ["first_calls"] and warm["untuned_points"] == 0 and warm["shapes"] == ""
+    assert order == [*warmed, "first_calls"]
+    assert (warm if warm is None else {k: warm[k] for k in recorded}) == recorded
 
 
 def test_warm_shapes_keep_what_cutile_specialises_on() -> None:

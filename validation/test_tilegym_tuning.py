@@ -293,7 +293,9 @@ def test_the_hidden_warm_one_is_not_in_the_help(capsys) -> None:
 def test_untuned_names_the_points_where_a_kernel_has_no_choice_for_this_gpu_and_stack(tmp_path: Path) -> None:
     """A point is tuned when each of TileGym's three kernels has a choice, in the user's store or the shipped table
     (one stored before the key had the tileiras counts), for this device and versions; another GPU's does not."""
-    kernels = ("chunk_cumsum_kernel", "fwd_pass_state_kernel", "compute_out_kernel")
+    from kernels.tilegym import launch_names
+
+    kernels = launch_names(128)
 
     def entry(seqlen: int, kernel: str, **over: str) -> dict[str, object]:
         return {**VERSIONS, "kernel": kernel, "problem": problem_key("bf16", 4, seqlen, 8, 64, 1, 64, 128, True),

@@ -158,6 +158,12 @@ class TuningStore:
 UNRECORDED = "unrecorded"
 
 
+def _stores(store: TuningStore | None, shipped: TuningStore | None) -> tuple[TuningStore, TuningStore]:
+    """``store`` and ``shipped``, each defaulting to its file: the user's store and the table shipped with the suite."""
+    return (store if store is not None else TuningStore(user_store_path()),
+            shipped if shipped is not None else TuningStore(SHIPPED, writable=False))
+
+
 def _stored(key: dict[str, str], store: TuningStore, shipped: TuningStore) -> Iterator[tuple[TuningStore, str, dict]]:
     """The entries for ``key`` (each also under a tileiras it did not record), the user's store's before the shipped
     table's, each with its file and where it came from."""
@@ -174,8 +180,7 @@ def untuned(points: Sequence[tuple[int, int]], store: TuningStore | None = None,
     ``versions`` default as in :func:`use`."""
     from kernels.tilegym import launch_names
 
-    store = store if store is not None else TuningStore(user_store_path())
-    shipped = shipped if shipped is not None else TuningStore(SHIPPED, writable=False)
+    store, shipped = _stores(store, shipped)
     versions = versions or _versions()
 
     def tuned(seqlen: int, dstate: int) -> bool:
@@ -220,8 +225,7 @@ def use(mode: str, store: TuningStore | None = None, shipped: TuningStore | None
         from tilegym.ops.cutile import mamba2 as module
     mamba2 = module
 
-    store = store if store is not None else TuningStore(user_store_path())
-    shipped = shipped if shipped is not None else TuningStore(SHIPPED, writable=False)
+    store, shipped = _stores(store, shipped)
     real_search = mamba2.exhaustive_search  # TileGym's own, for the misses in tune mode
     say = progress or (lambda message: print(message, file=sys.stderr, flush=True))
 
