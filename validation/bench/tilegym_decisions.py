@@ -21,8 +21,8 @@ FIRST_CONFIG = "no stored choice: TileGym's first config"
 # What turns a run's untuned TileGym cases (``ran_untuned``) into tuned ones.
 TUNE_COMMAND = "nox -s benchmark -- --impl tilegym --tilegym-tuning tune"
 TUNE_EFFECT = ("tunes TileGym on this machine and stores its choices for later runs (minutes a shape, most of it "
-               "compiling; `python -m validation.bench.tilegym_tuning warm` compiles the configs in parallel first, "
-               "after which a point's search took 7-23 s on an H100)")
+               "compiling, which the run does first in parallel for its points without a stored choice; on an H100 a "
+               "point's search then took 5-23 s)")
 TUNE_HINT = f"`{TUNE_COMMAND}` {TUNE_EFFECT}"
 # Why a case ran untuned, as the summary and the report say it.
 UNTUNED_WHY = "no choice stored for this GPU and stack, or autotune off"
