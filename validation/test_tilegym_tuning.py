@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+import warnings
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
+from kernels.tilegym import mamba2_module
 from reference import ProblemSpec
 from validation.bench import tilegym_decisions, tilegym_tuning
 from validation.bench.tilegym_tuning import TuningStore, marked_problem, problem_key
@@ -313,3 +316,38 @@ def test_untuned_names_the_points_where_a_kernel_has_no_choice_for_this_gpu_and_
     assert tilegym_tuning.untuned(points, user, shipped, versions=VERSIONS) == [(8192, 64), (16384, 64)]
     assert tilegym_tuning.untuned(points, user, store("empty.json", []), versions=VERSIONS) == [
         (1024, 64), (4096, 64), (8192, 64), (16384, 64)]
+
+
+def test_tilegym_is_imported_without_the_warning_of_its_tilecpp_probe(tmp_path: Path) -> None:
+    """mamba2_module() imports TileGym's cuTile module without the warning that tilegym's import gives where no nvcc
+    >= 13.3 is on PATH (about its TileCpp backend, which the suite never calls), and lets any other warning of the
+    import through. A stand-in package on sys.path plays tilegym, whose real import needs a GPU."""
+    ops = tmp_path / "tilegym" / "ops"
+    (ops / "cutile").mkdir(parents=True)
+    (tmp_path / "tilegym" / "__init__.py").write_text("from . import ops\n")
+    (ops / "__init__.py").write_text(
+        "import warnings\n"
+        "warnings.warn('TileCpp backend is not available: nvcc >= 13.3 is required (set TILECPP_NVCC_PATH or "
+        "install CUDA 13.3 or newer on PATH)', UserWarning)\n"
+        "warnings.warn('another warning of the import', UserWarning)\n")
+    (ops / "cutile" / "__init__.py").write_text("")
+    (ops / "cutile" / "mamba2.py").write_text("def mamba2_chunk_forward(*args):\n    pass\n")
+
+    def tilegym_modules() -> dict[str, object]:
+        return {name: module for name, module in sys.modules.items() if name.split(".")[0] == "tilegym"}
+
+    saved, path = tilegym_modules(), list(sys.path)
+    for name in saved:
+        del sys.modules[name]
+    sys.path.insert(0, str(tmp_path))
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            module = mamba2_module()
+    finally:
+        sys.path[:] = path
+        for name in tilegym_modules():
+            del sys.modules[name]
+        sys.modules.update(saved)
+    assert Path(module.__file__) == ops / "cutile" / "mamba2.py"
+    assert [str(w.message) for w in caught] == ["another warning of the import"]

@@ -8,7 +8,8 @@ device. D=None is passed as zeros and initial_state=None as a zero state, which 
 Its chunk-entry states are kept in the dtype of C (bf16 for bf16 inputs), a precision choice of its
 own that the tolerance table accounts for.
 
-``tilegym.ops.cutile.mamba2`` initialises CUDA when imported, so it is imported on the first call.
+``tilegym.ops.cutile.mamba2`` initialises CUDA when imported, so it is imported on the first call
+(:func:`mamba2_module`).
 Its autotune (``exhaustive_search``, about 5 minutes per new shape on an H200) runs on the first call
 of each shape unless ``TILEGYM_DISABLE_AUTOTUNE=1``, and is cached in the process (the benchmark keeps
 its choices on disk: ``validation.bench.tilegym_tuning``).
@@ -16,7 +17,10 @@ its choices on disk: ``validation.bench.tilegym_tuning``).
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
+import warnings
+from types import ModuleType
 
 import torch
 from torch import Tensor
@@ -32,7 +36,7 @@ from reference.checks import (
     is_power_of_two,
 )
 
-__all__ = ["LIMITS", "launch_names", "ssd_fwd_tilegym", "tilegym_version"]
+__all__ = ["LIMITS", "launch_names", "mamba2_module", "ssd_fwd_tilegym", "tilegym_version"]
 
 
 # What mamba2_chunk_forward's code needs (tilegym 1.5.1, tilegym/ops/cutile/mamba2.py; its forward path only:
@@ -79,6 +83,20 @@ def tilegym_version() -> str:
         raise ImportError("tilegym is not installed; pip install -c constraints.txt --no-deps tilegym") from None
 
 
+# Importing tilegym probes its TileCpp backend, C++ kernels this suite never calls, and where no nvcc >= 13.3 is on
+# PATH (any machine but the container) warns once a process "TileCpp backend is not available: nvcc >= 13.3 is
+# required": a line in the log of every process that runs TileGym's cuTile forward, about a backend it does not use.
+TILECPP_PROBE = "TileCpp backend is not available"
+
+
+def mamba2_module() -> ModuleType:
+    """TileGym's ``tilegym.ops.cutile.mamba2``, the cuTile code measured here, imported without the warning of the
+    TileCpp probe (``TILECPP_PROBE``); every other warning of the import goes through."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=TILECPP_PROBE, category=UserWarning)
+        return importlib.import_module("tilegym.ops.cutile.mamba2")
+
+
 def ssd_fwd_tilegym(x: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Tensor | None = None,
                     initial_state: Tensor | None = None, chunk_size: int = CHUNK_SIZE) -> tuple[Tensor, Tensor]:
     """TileGym's cuTile forward. Returns y (x's dtype) and final_state (fp32)."""
@@ -90,7 +108,7 @@ def ssd_fwd_tilegym(x: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor, D: T
                          " (TileGym's mamba2_chunk_forward has no ragged last chunk)")
     check_requirements(LIMITS, dims, chunk_size, who="ssd_fwd_tilegym")
     tilegym_version()
-    from tilegym.ops.cutile.mamba2 import mamba2_chunk_forward
+    mamba2_chunk_forward = mamba2_module().mamba2_chunk_forward
 
     if D is None:
         D = torch.zeros(nheads, dtype=torch.float32, device=x.device)

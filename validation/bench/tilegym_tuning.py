@@ -222,7 +222,9 @@ def use(mode: str, store: TuningStore | None = None, shipped: TuningStore | None
     if mode not in MODES:
         raise ValueError(f"tilegym tuning mode: expected one of {', '.join(MODES)}; got {mode!r}")
     if module is None:
-        from tilegym.ops.cutile import mamba2 as module
+        from kernels.tilegym import mamba2_module
+
+        module = mamba2_module()
     mamba2 = module
 
     store, shipped = _stores(store, shipped)
@@ -362,9 +364,8 @@ def warm(shapes: Sequence[tuple[int, int]] = WARM_SHAPES, *, jobs: int) -> int:
 def _warm_one(index: int, of: int, shapes: Sequence[tuple[int, int]]) -> None:
     import cuda.tile as ct
     import torch
-    from tilegym.ops.cutile import mamba2
 
-    from kernels.tilegym.api import ssd_fwd_tilegym
+    from kernels.tilegym.api import mamba2_module, ssd_fwd_tilegym
     from reference import ProblemSpec
 
     def compile_slice(search_space, stream, grid_fn, kernel, args_fn, hints_fn=None, **kwargs):
@@ -379,7 +380,7 @@ def _warm_one(index: int, of: int, shapes: Sequence[tuple[int, int]]) -> None:
                       file=sys.stderr, flush=True)
         return _result(search_space[0], float("nan"))
 
-    with _patched(mamba2, compile_slice):
+    with _patched(mamba2_module(), compile_slice):
         for seqlen, dstate in shapes:
             inputs = ProblemSpec(seqlen=seqlen, dstate=dstate, **POINT).make_inputs(torch.device("cuda"))
             ssd_fwd_tilegym(*inputs.as_args(), chunk_size=POINT["chunk_size"])
