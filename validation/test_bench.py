@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 
 import pytest
 
@@ -446,7 +447,7 @@ def test_a_run_directory_holding_a_benchmark_file_is_refused_before_any_point(tm
 
 
 @pytest.fixture
-def stopped_in_compile_phase(tmp_path, monkeypatch) -> list[str]:
+def stopped_in_compile_phase(tmp_path, monkeypatch) -> Iterator[list[object]]:
     """run.main on the GPU path, stopped by SIGTERM as its compile phase starts (before it touches a GPU), writing into
     tmp_path; main()'s own signal handlers are put back afterwards. Yields a list where that phase marks its start."""
     import signal

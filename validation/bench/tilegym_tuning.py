@@ -43,6 +43,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 
+from kernels.tilegym import launch_names, mamba2_module, ssd_fwd_tilegym
 from reference.checks import dtype_name
 from validation.bench.sweep import DSTATES, POINT, SEQLENS, point_arg, positive_int
 from validation.bench.tilegym_decisions import FIRST_CONFIG
@@ -178,8 +179,6 @@ def untuned(points: Sequence[tuple[int, int]], store: TuningStore | None = None,
     """The benchmark's points (seqlen, dstate) where a kernel of TileGym's forward has no choice stored for this GPU
     and stack, in the user's store or the shipped table: those a ``tune`` run searches. ``store``, ``shipped`` and
     ``versions`` default as in :func:`use`."""
-    from kernels.tilegym import launch_names
-
     store, shipped = _stores(store, shipped)
     versions = versions or _versions()
 
@@ -221,11 +220,7 @@ def use(mode: str, store: TuningStore | None = None, shipped: TuningStore | None
     """
     if mode not in MODES:
         raise ValueError(f"tilegym tuning mode: expected one of {', '.join(MODES)}; got {mode!r}")
-    if module is None:
-        from kernels.tilegym import mamba2_module
-
-        module = mamba2_module()
-    mamba2 = module
+    mamba2 = module if module is not None else mamba2_module()
 
     store, shipped = _stores(store, shipped)
     real_search = mamba2.exhaustive_search  # TileGym's own, for the misses in tune mode
@@ -365,7 +360,6 @@ def _warm_one(index: int, of: int, shapes: Sequence[tuple[int, int]]) -> None:
     import cuda.tile as ct
     import torch
 
-    from kernels.tilegym.api import mamba2_module, ssd_fwd_tilegym
     from reference import ProblemSpec
 
     def compile_slice(search_space, stream, grid_fn, kernel, args_fn, hints_fn=None, **kwargs):
