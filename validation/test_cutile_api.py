@@ -480,7 +480,7 @@ def test_int64_indexing_only_on_the_arrays_past_2_31(variant) -> None:
     assert wide["_chunk_cumsum_kernel"] == set()
 
 
-@pytest.mark.parametrize("variant", ["default", "serial-state", "states-transposed"])
+@pytest.mark.parametrize("variant", ["default", "serial-state", "states-untransposed"])
 def test_chunk_states_past_2_31_come_in_int32_parts_walked_in_one_chain(variant) -> None:
     # The same point with the serial walk: two parts of 1024 chunks (2**30 elements each), a walk and a chunk_out
     # launch per part on views of the inputs, no int64 anywhere; the second walk starts from the first's end.
@@ -626,11 +626,14 @@ def test_launch_names_are_the_plan_of_the_variant_on_meta_tensors() -> None:
                                        variant="segmented-state") == segmented
 
 
-@pytest.mark.parametrize("variant,transposed", [("default", False), ("states-transposed", True), ("no-swap", False)])
-def test_the_chunk_states_layout_is_the_walks_and_chunk_out_is_told(variant, transposed) -> None:
-    # dstate 512 (swapped walk): (..., headdim, dstate) unless the variant lays them out transposed; the walk and
-    # chunk_out receive the same STATES_T constant, so one writes what the other reads.
-    spec = SpecClass(SSDDims(4, 16384, 8, 64, 1, 512), torch.bfloat16, 128, True, False)
+@pytest.mark.parametrize("variant,dstate,transposed", [
+    ("default", 512, True), ("states-untransposed", 512, False), ("no-swap", 512, False), ("default", 256, False),
+    ("states-transposed", 256, True)])
+def test_the_chunk_states_layout_is_the_walks_and_chunk_out_is_told(variant, dstate, transposed) -> None:
+    # The swapped walk (dstate 256, 512): the states laid out as it carries them, (..., dstate, headdim), from dstate
+    # 512, else (..., headdim, dstate), unless the variant says otherwise (the unswapped walk keeps (headdim,
+    # dstate)); the walk and chunk_out receive the same STATES_T constant, so one writes what the other reads.
+    spec = SpecClass(SSDDims(4, 16384, 8, 64, 1, dstate), torch.bfloat16, 128, True, False)
     launches, _, _ = cutile_api.plan_forward(*meta_inputs(spec), chunk_size=128, arch="sm_90",
                                              variant=VARIANTS[variant])
     by_name = {la.kernel._pyfunc.__name__: la for la in launches}
@@ -639,7 +642,7 @@ def test_the_chunk_states_layout_is_the_walks_and_chunk_out_is_told(variant, tra
     out_params = list(inspect.signature(out.kernel._pyfunc).parameters)
     states = walk.args[walk_params.index("states")]
     assert states is out.args[out_params.index("states")]
-    assert tuple(states.shape[3:]) == ((512, 64) if transposed else (64, 512))
+    assert tuple(states.shape[3:]) == ((dstate, 64) if transposed else (64, dstate))
     assert walk.args[walk_params.index("STATES_T")] is transposed
     assert out.args[out_params.index("STATES_T")] is transposed
     assert walk.args[walk_params.index("SWAP_AB")] is (variant != "no-swap")

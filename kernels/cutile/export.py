@@ -90,14 +90,16 @@ CLASSES_BY_ARCH = {
 # its weights in bf16 (also swapped, at dstate 512), the walk in two segments, chunk_out completing the segmented
 # pass's local states, the walk that takes the cumsum itself (no cumsum launch), C·Bᵀ built once per chunk and
 # group into a buffer, chunk_out with the causal quarters of its C·Bᵀ block where the default builds it whole
-# (dstate 128) and whole where the default takes the quarters (dstate 512), and the cumsum's three buffers where the
-# default stacks its rows in one (dstate 128).
+# (dstate 128) and whole where the default takes the quarters (dstate 512), the cumsum's three buffers where the
+# default stacks its rows in one (dstate 128), and the chunk states in (headdim, dstate) where the default lays them
+# out as the swapped walk carries them (dstate 512).
 VARIANT_CLASSES = {"sm_90": ((SPEC_CLASSES[1], "fused-out"), (SPEC_CLASSES[1], "split-diag"),
                              (SPEC_CLASSES[1], "walk-weighs"), (SPEC_CLASSES[1], "packed-weights"),
                              (SPEC_CLASSES[2], "packed-weights"), (SPEC_CLASSES[1], "two-segment-walk"),
                              (SPEC_CLASSES[1], "segmented-out"), (SPEC_CLASSES[1], "cumsum-in-kernels"),
                              (SPEC_CLASSES[1], "cb-buffer"), (SPEC_CLASSES[1], "causal-cb"),
-                             (SPEC_CLASSES[10], "full-cb"), (SPEC_CLASSES[1], "unstacked"))}
+                             (SPEC_CLASSES[10], "full-cb"), (SPEC_CLASSES[1], "unstacked"),
+                             (SPEC_CLASSES[10], "states-untransposed"))}
 
 
 def meta_inputs(spec: SpecClass) -> tuple:

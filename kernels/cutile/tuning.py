@@ -60,13 +60,10 @@ class Variant:
     (None: the chooser's choice; False: each head builds its own on chip).
     ``swap_ab``: the serial walk's matmul swapped (None: the chooser's choice; False: never, same tiles).
     ``states_t``: the serial walk's chunk states laid out transposed, (dstate, headdim), so that the swapped walk
-    stores its tile as it carries it and chunk_out loads hᵀ directly (None: the chooser's choice, for now always
-    (headdim, dstate), the swapped walk storing through a permuted axis order). On the H200 the walk was slower
-    with it at dstate 128 (169 against 119 us at 16K tokens). At dstate 512 the forward took 0.3-1.2% less with it
-    at every length from 1024 to 262144 tokens on an H100, every gate's error the same to the bit, and from 0.9% more
-    to 1.1% less at 256 (explore_cutile, 2026-12-06, reports/published/0.1.0+20261206T222812Z-5415d08); in the
-    benchmark's ablation at (16384 tokens, dstate 512) it had taken 0.5-1.6% less in each of ten H200 runs. It is
-    not the default there until the correctness and stability suites have run it on a GPU.
+    stores its tile as it carries it and chunk_out loads hᵀ directly (None: the chooser's choice, transposed for the
+    swapped walk from dstate 512, else (headdim, dstate), the swapped walk storing through a permuted axis order;
+    True, "states-transposed", and False, "states-untransposed", force either). On the H200 the walk was slower
+    with it at dstate 128 (169 against 119 us at 16K tokens); ``state_pass_config`` says where it paid.
     ``split_states``: the serial walk's chunk states, past 2**31 elements, in parts that each keep int32 indexing,
     one walk and one chunk_out launch per part (False: one buffer, int64-indexed, as before).
     ``split_diag``: chunk_out's diagonal C·Bᵀ block in two row halves, the lower half's past columns with the decay
@@ -159,6 +156,7 @@ VARIANTS = {
     "cb-buffer": Variant(cb_buffer=True),
     "no-swap": Variant(swap_ab=False),
     "states-transposed": Variant(states_t=True),
+    "states-untransposed": Variant(states_t=False),
     "int64-all": Variant(int64="all", split_states=False),
     "states-int64": Variant(split_states=False),
     "c-twice": Variant(c_once=False),
@@ -437,9 +435,19 @@ def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: 
         # Four chunks a step (unroll 4) took the state pass 12-71% slower at 4K-16K tokens x dstate 512, and 23-48% at
         # dstate 128 in the weigh_x walk below (explore_cutile, 2026-12-04,
         # reports/published/0.1.0+20261204T040930Z-6448431): both walks keep two.
+        # From dstate 512 the chunk states are laid out as the swapped walk carries them, (dstate, headdim)
+        # (states_t): it stores its tile without permuting the axes and chunk_out loads hᵀ as stored. On an H100 the
+        # forward took 0.3-1.2% less at every length from 1024 to 262144 tokens at dstate 512 (111.0 against 111.8 us
+        # at 4096, 204.8 against 207.2 at 8192, 1484.0 against 1501.0 at 65536), every gate's error the same to the
+        # bit; at 256 it was within -1.1% to +1.0% (73.5 against 72.8 at 4096), so 256 keeps (headdim, dstate)
+        # (explore_cutile, 2026-12-06, reports/published/0.1.0+20261206T222812Z-5415d08). In the benchmark's ablation
+        # at (16384 tokens, dstate 512), timed in the same rounds as the default, the states-transposed case had taken
+        # 0.5-1.6% less on the H200 in each of the ten runs since e05c81b (337.3 against 342.6 us at 6554df5) and
+        # 0.0-0.5% less on H100s.
         occupancy = 1 if _walk_programs(dims, block_p, min(block_n, 64)) <= target // 2 else 2
         return StatePassConfig(block_p=block_p, block_n=min(block_n, 64), latency=4, occupancy=occupancy, swap_ab=True,
-                               unroll=2, scalar_latency=_SWAPPED_SCALAR_LATENCY if pre_weights else _SCALAR_LATENCY,
+                               states_t=dims.dstate >= 512, unroll=2,
+                               scalar_latency=_SWAPPED_SCALAR_LATENCY if pre_weights else _SCALAR_LATENCY,
                                pre_weights=pre_weights)
     if dtype in (torch.bfloat16, torch.float16):
         # 16-bit inputs: tiles down to 16 wide, two programs an SM (TileGym's tuned walk also runs 16-wide tiles

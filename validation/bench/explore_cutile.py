@@ -70,7 +70,7 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
            one("chunked-state", "chunked-state"), one("cb-inline", "cb-inline"),
            *([one("cb-buffer", "cb-buffer")] if whole else []),
            one("no-swap", "no-swap"), one("states-transposed", "states-transposed"),
-           one("states-int64", "states-int64")]
+           one("states-untransposed", "states-untransposed"), one("states-int64", "states-int64")]
     for k, block_n, occupancy in ((8, 32, 4), (16, 32, 4), (32, 32, 4), (16, 64, 2), (8, 64, 2), (16, 128, None)):
         cand = dataclasses.replace(seg, seg_chunks=k, block_n=min(block_n, spec.dstate), occupancy=occupancy)
         if cand != seg:
