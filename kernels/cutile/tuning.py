@@ -443,7 +443,9 @@ def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: 
         # (explore_cutile, 2026-12-06, reports/published/0.1.0+20261206T222812Z-5415d08). In the benchmark's ablation
         # at (16384 tokens, dstate 512), timed in the same rounds as the default, the states-transposed case had taken
         # 0.5-1.6% less on the H200 in each of the ten runs since e05c81b (337.3 against 342.6 us at 6554df5) and
-        # 0.0-0.5% less on H100s.
+        # 0.0-0.5% less on H100s. With it as the default, the correctness and stability suites on an H100 gave every
+        # error of the validate at 1dd1d0b to the bit, and the old layout (states-untransposed) took 0.9% longer at
+        # 4096 tokens (113.3 against 112.1 us) and 0.5% at 16384 (reports/published/0.1.0+20261207T015151Z-b50d865).
         occupancy = 1 if _walk_programs(dims, block_p, min(block_n, 64)) <= target // 2 else 2
         return StatePassConfig(block_p=block_p, block_n=min(block_n, 64), latency=4, occupancy=occupancy, swap_ab=True,
                                states_t=dims.dstate >= 512, unroll=2,
