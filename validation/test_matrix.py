@@ -210,6 +210,21 @@ def test_pytest_xdist_runs_a_matrix_on_one_worker_once(tmp_path: Path) -> None:
     assert str(files[0]) in done.stdout, done.stdout[-2000:]
 
 
+def test_the_fixed_configuration_is_the_runs_and_goes_with_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The run and its results file have FIXED_CONFIG_ENV in their environment; the calling process gets its own
+    back (a matrix run inside a pytest session had left MAMBA_DETERMINISTIC=1 for every later test)."""
+    monkeypatch.setenv("SSD_RUN_DIR", str(tmp_path))
+    monkeypatch.delenv("MAMBA_DETERMINISTIC", raising=False)
+    monkeypatch.setenv("TILEGYM_DISABLE_AUTOTUNE", "0")
+    tag, _ = matrix.correctness_cases()[0]
+    results = matrix.run_matrix("correctness", ("reference-chunked",), jobs=1, only={tag}, log=lambda _: None)
+    assert [r.status for r in results.cases if r.tag == tag] == ["pass"]
+    assert "MAMBA_DETERMINISTIC" not in os.environ and os.environ["TILEGYM_DISABLE_AUTOTUNE"] == "0"
+    written = json.loads(matrix._write(results, 1, {tag}).read_text())
+    assert written["environment"]["env"]["MAMBA_DETERMINISTIC"] == "1"
+    assert "MAMBA_DETERMINISTIC" not in os.environ and os.environ["TILEGYM_DISABLE_AUTOTUNE"] == "0"
+
+
 def test_a_selection_naming_no_case_of_the_suite_is_refused() -> None:
     with pytest.raises(ValueError, match=r"^correctness: no such case: \['nonesuch'\]$"):
         matrix.run_matrix("correctness", ("reference-chunked",), jobs=1, only={"nonesuch"})
