@@ -28,7 +28,6 @@ processes.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import signal
@@ -38,10 +37,10 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
+from unittest import mock
 
 import torch
 
@@ -500,24 +499,10 @@ def run_matrix(suite: str, impls: tuple[str, ...] | None = None, log=print, *, j
     tags = {tag for tag, _ in (correctness_cases() if suite == "correctness" else stability_cases())}
     if only is not None and not only <= tags:
         raise ValueError(f"{suite}: no such case: {sorted(only - tags)}")
-    with _environ(FIXED_CONFIG_ENV):  # inherited by the children; recorded in the checkpoints' environment
+    # Set for the run alone (inherited by the children, recorded in the checkpoints' environment), then os.environ
+    # as it was: a matrix run in a longer process (a pytest session) leaves no fixed configuration behind.
+    with mock.patch.dict(os.environ, FIXED_CONFIG_ENV):
         return _run(suite, impls, tags, log, jobs, stop, only)
-
-
-@contextlib.contextmanager
-def _environ(values: dict[str, str]) -> Iterator[None]:
-    """``values`` set in ``os.environ`` until the block ends, then each variable as it was: a matrix run in a
-    longer process (a pytest session) leaves no fixed configuration behind for what runs after it."""
-    before = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def _run(suite: str, impls: tuple[str, ...], tags: set[str], log, jobs: int, stop: isolated.Stop | None,
@@ -568,7 +553,7 @@ def _write(results: ResultsFile, jobs: int, only: set[str] | None = None) -> Pat
                               "recorded not-run, not selected")
     if results.interrupted:
         extra["interrupted"] = results.interrupted
-    with _environ(FIXED_CONFIG_ENV):  # the file's environment is read as it is written: the run's, as it ran
+    with mock.patch.dict(os.environ, FIXED_CONFIG_ENV):  # the file's environment, read as it is written: the run's
         return results.write(**extra)
 
 
