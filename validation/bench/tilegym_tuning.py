@@ -42,6 +42,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import SimpleNamespace
+from unittest import mock
 
 from kernels.tilegym import launch_names, mamba2_module, ssd_fwd_tilegym
 from reference.checks import dtype_name
@@ -268,7 +269,6 @@ def _patched(mamba2: object, search) -> Iterator[None]:
     chunk cumsum ignores dstate), and a choice made under another mode must not leak in. Everything is put
     back on exit, the environment too.
     """
-    real_search = mamba2.exhaustive_search
     real_forward = getattr(mamba2, "mamba2_chunk_forward", None)
     last = {"problem": None}
 
@@ -280,26 +280,17 @@ def _patched(mamba2: object, search) -> Iterator[None]:
         with marked_problem(problem):
             return real_forward(x, a, b, c, d, dt, init_state, chunk_size=chunk_size)
 
-    previous = os.environ.get("TILEGYM_DISABLE_AUTOTUNE")
-    if search is None:
-        os.environ["TILEGYM_DISABLE_AUTOTUNE"] = "1"
-    else:
-        os.environ.pop("TILEGYM_DISABLE_AUTOTUNE", None)
-        mamba2.exhaustive_search = search
-        if real_forward is not None:
-            mamba2.mamba2_chunk_forward = forward
-    _clear(mamba2)
-    try:
-        yield
-    finally:
-        mamba2.exhaustive_search = real_search
-        if real_forward is not None:
-            mamba2.mamba2_chunk_forward = real_forward
-        if previous is None:
-            os.environ.pop("TILEGYM_DISABLE_AUTOTUNE", None)
+    with mock.patch.dict(os.environ), contextlib.ExitStack() as patches:
+        if search is None:
+            os.environ["TILEGYM_DISABLE_AUTOTUNE"] = "1"
         else:
-            os.environ["TILEGYM_DISABLE_AUTOTUNE"] = previous
+            os.environ.pop("TILEGYM_DISABLE_AUTOTUNE", None)
+            patches.enter_context(mock.patch.object(mamba2, "exhaustive_search", search))
+            if real_forward is not None:
+                patches.enter_context(mock.patch.object(mamba2, "mamba2_chunk_forward", forward))
+        patches.callback(_clear, mamba2)
         _clear(mamba2)
+        yield
 
 
 def _clear(mamba2: object) -> None:
