@@ -21,8 +21,8 @@ __all__ = ["ROOT", "environment", "now_iso", "suite_version"]
 ROOT = Path(__file__).resolve().parent.parent
 
 # Environment variables that change numerics or what runs; recorded when set.
-NUMERICS_ENV = ("TRITON_INTERPRET", "MAMBA_DETERMINISTIC", "CUDA_VISIBLE_DEVICES", "CUDA_HOME",
-                "NVIDIA_DISABLE_REQUIRE", "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "CUDA_LAUNCH_BLOCKING")
+NUMERICS_ENV = ("TRITON_INTERPRET", "MAMBA_DETERMINISTIC", "TILEGYM_DISABLE_AUTOTUNE", "CUDA_VISIBLE_DEVICES",
+                "CUDA_HOME", "NVIDIA_DISABLE_REQUIRE", "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "CUDA_LAUNCH_BLOCKING")
 PACKAGES = {"torch": "torch", "triton": "triton", "cuda_tile": "cuda-tile", "tileiras": "nvidia-cuda-tileiras",
             "mamba_ssm": "mamba-ssm", "tilegym": "tilegym", "numpy": "numpy", "cuda_bindings": "cuda-bindings"}
 SMI_FIELDS = {"gpu_uuid": "uuid", "sm_clock_max_mhz": "clocks.max.sm", "mem_clock_max_mhz": "clocks.max.mem",

@@ -38,6 +38,16 @@ def test_without_a_given_commit_git_is_asked(monkeypatch) -> None:
     assert "git_commit_here" not in env
 
 
+def test_the_switches_that_pick_a_peers_kernels_are_recorded(monkeypatch) -> None:
+    """A shell that turns TileGym's autotune off (its first config everywhere) or mamba_ssm's to one fixed config
+    changes what the benchmark times: the results file says so."""
+    monkeypatch.setenv("TILEGYM_DISABLE_AUTOTUNE", "1")
+    monkeypatch.setenv("MAMBA_DETERMINISTIC", "1")
+    assert environment()["env"].items() >= {"TILEGYM_DISABLE_AUTOTUNE": "1", "MAMBA_DETERMINISTIC": "1"}.items()
+    monkeypatch.delenv("TILEGYM_DISABLE_AUTOTUNE")
+    assert "TILEGYM_DISABLE_AUTOTUNE" not in environment()["env"]
+
+
 def test_the_tileiras_that_compiles_is_recorded_wherever_it_comes_from(monkeypatch, tmp_path) -> None:
     """A tileiras found on PATH or under CUDA_HOME (no pip package: the device machine's, a system toolkit's) is
     recorded with the version it prints; one that cannot be asked or found gets a reason instead."""
