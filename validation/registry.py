@@ -34,10 +34,18 @@ class Impl:
     matmul: dict[str, str]              # dtype -> precision its matmuls run in (the tolerance key)
     interpreter: bool = False           # Triton under TRITON_INTERPRET=1: CPU machines only, tiny shapes
     notes: tuple[str, ...] = field(default=())
+    # "module:function" turning the common signature's None arguments into the tensors the implementation's own API
+    # needs, which its adapter would otherwise make on every call; None: it takes them as they are.
+    explicit_args: str | None = None
 
     def load(self) -> SSDForward:
-        module, function = self.entry.split(":")
-        return getattr(importlib.import_module(module), function)
+        return _function(self.entry)
+
+    def timed_args(self, args: tuple) -> tuple:
+        """The arguments the benchmark times this implementation on: ``args`` (x, dt, A, B, C, D, initial_state)
+        with what its adapter would make on every call (TileGym's zero state for initial_state=None) made once
+        here, so that a kernel time counts the implementation's kernels and not our adapter's allocations."""
+        return tuple(args) if self.explicit_args is None else tuple(_function(self.explicit_args)(*args))
 
     def not_run_reason(self, *, has_cuda: bool) -> str | None:
         """Why this implementation cannot run on this machine (None: it can)."""
@@ -75,6 +83,11 @@ class Impl:
         return None
 
 
+def _function(entry: str) -> Callable:
+    module, function = entry.split(":")
+    return getattr(importlib.import_module(module), function)
+
+
 def ssd_recurrent_any_chunk(x, dt, A, B, C, D=None, initial_state=None, chunk_size: int | None = None):
     """``reference.ssd_recurrent`` under the common signature: it walks token by token and has no chunks, so
     ``chunk_size``, which every caller of a registry entry passes (``validation.matrix``: ``--impl
@@ -103,6 +116,7 @@ IMPLS: dict[str, Impl] = {
         {"fp32": "ieee", "fp16": "ieee"}, interpreter=True,
         notes=("mamba_ssm's Triton kernels under TRITON_INTERPRET=1 on a CPU, at tiny shapes; no bf16: the "
                "interpreter's bf16 tl.dot is wrong (https://github.com/triton-lang/triton/issues/11584)",)),
-    "tilegym": Impl("tilegym", "kernels.tilegym:ssd_fwd_tilegym", TILEGYM, dict(_GPU_MATMUL)),
+    "tilegym": Impl("tilegym", "kernels.tilegym:ssd_fwd_tilegym", TILEGYM, dict(_GPU_MATMUL),
+                    explicit_args="kernels.tilegym:explicit_args"),
     **_references(),
 }

@@ -169,14 +169,22 @@ def test_a_point_times_every_run_through_the_gate_together_and_keeps_the_runs_or
     make_inputs = ProblemSpec.make_inputs
     monkeypatch.setattr(ProblemSpec, "make_inputs", lambda self, device="cpu": make_inputs(self, "cpu"))
 
-    def forward(right: bool):
+    states: dict[str, set] = {}  # per implementation, the initial states its calls got (by identity)
+
+    def forward(name: str):
         def fn(x, dt, A, B, C, D=None, initial_state=None, *, chunk_size):
+            states.setdefault(name, set()).add(None if initial_state is None else id(initial_state))
             y, state = ssd_chunked(x, dt, A, B, C, D, initial_state, chunk_size=32)
-            return (y, state) if right else (torch.zeros_like(y), state)
+            return (y, state) if name != "tilegym" else (torch.zeros_like(y), state)
         return fn
 
+    def zero_state(args):  # as kernels.tilegym.explicit_args does for an implementation that takes no None
+        x, B = args[0], args[3]
+        return (*args[:6], torch.zeros(x.shape[0], x.shape[2], x.shape[3], B.shape[-1]))
+
     impls = {name: SimpleNamespace(matmul={"bf16": "bf16"}, unsupported_reason=lambda spec: None,
-                                   load=lambda right=(name != "tilegym"): forward(right))
+                                   load=lambda name=name: forward(name),
+                                   timed_args=zero_state if name == "triton" else tuple)
              for name in ("cutile", "tilegym", "triton")}
     monkeypatch.setattr(run, "IMPLS", impls)
     seen: dict[str, object] = {}
@@ -210,6 +218,8 @@ def test_a_point_times_every_run_through_the_gate_together_and_keeps_the_runs_or
     assert ours["per_kernel_us"] == {"k": 10.0} and theirs["per_kernel_us"] == {"k": 20.0}
     assert ours["gpu_clocks"] == theirs["gpu_clocks"] == clock
     assert "kernel_us" not in records[1].measured
+    # Each run's calls (the gate's and the timed ones) take the arguments Impl.timed_args gave once for the point.
+    assert states["cutile"] == {None} and len(states["triton"]) == 1 and None not in states["triton"]
 
 
 def _bench_case(impl: str, seqlen: int, dstate: int, status: str = "pass", variant: str | None = None):
@@ -244,8 +254,11 @@ def test_length_scaling_times_the_two_longest_lengths_of_what_passed_at_both_in_
     monkeypatch.setattr(ProblemSpec, "make_inputs", lambda self, device="cpu": SimpleNamespace(
         dt=None, A=None, as_args=lambda n=self.seqlen: (n,)))
     called: list[tuple[str, int]] = []
+    prepared: list[tuple[str, tuple]] = []
     monkeypatch.setattr(run, "IMPLS", {name: SimpleNamespace(load=lambda name=name: lambda n, *, chunk_size:
-                                                             called.append((name, n)))
+                                                             called.append((name, n)),
+                                                             timed_args=lambda args, name=name:
+                                                             prepared.append((name, args)) or args)
                                        for name in ("cutile", "tilegym", "triton")})
     clock = {"samples": 4, "sm_mhz_min": 1800, "sm_mhz_median": 1890.0, "sm_mhz_max": 1980,
              "sm_mhz_max_supported": 1980, "power_w_max": 700.0, "reasons": ["sw_power_cap"]}
@@ -269,6 +282,7 @@ def test_length_scaling_times_the_two_longest_lengths_of_what_passed_at_both_in_
     assert rounds == [6, 4], "one set of rounds a dstate, both lengths of every implementation in it"
     assert called == [("cutile", 128), ("cutile", 256), ("tilegym", 128), ("tilegym", 256), ("triton", 128),
                       ("triton", 256), ("cutile", 128), ("cutile", 256), ("triton", 128), ("triton", 256)]
+    assert prepared == [(name, (n,)) for name, n in called], "every timed call's arguments from Impl.timed_args"
     assert out["seqlens"] == [128, 256] and "not_measured" not in out
     assert [(r["impl"], r["dstate"]) for r in out["rows"]] == [("cutile", 16), ("tilegym", 16), ("triton", 16),
                                                                ("cutile", 32), ("triton", 32)]

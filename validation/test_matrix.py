@@ -304,6 +304,43 @@ def test_what_tilegyms_code_cannot_take_is_unsupported_with_the_reason(monkeypat
     assert calls == []
 
 
+def test_tilegym_is_timed_on_a_zero_state_made_once_not_on_the_fills_its_adapter_makes_each_call(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """TileGym's API has no None initial state: the adapter fills zeros for initial_state=None and D=None on every
+    call. The benchmark times it on ``Impl.timed_args``, which makes them once, so that each timed call hands TileGym
+    the very same tensors (no fill kernel in its time); the other implementations get their arguments untouched."""
+    from validation.registry import IMPLS
+
+    seen: list[tuple] = []
+    _tilegym_stubbed(monkeypatch)
+    from kernels.tilegym import api as tilegym_api
+
+    def forward(x, a, b, c, d, dt, init_state, chunk_size=64):
+        seen.append((d, init_state))
+        return torch.empty_like(x), init_state
+
+    monkeypatch.setitem(sys.modules, "tilegym.ops.cutile.mamba2", types.SimpleNamespace(mamba2_chunk_forward=forward))
+    batch, seqlen, nheads, headdim, dstate = 2, 128, 4, 16, 32
+    args = [torch.randn(batch, seqlen, nheads, headdim).bfloat16(), torch.rand(batch, seqlen, nheads),
+            -torch.rand(nheads), torch.randn(batch, seqlen, 1, dstate).bfloat16(),
+            torch.randn(batch, seqlen, 1, dstate).bfloat16(), None, None]
+    timed = IMPLS["tilegym"].timed_args(tuple(args))
+    assert all(a is b for a, b in zip(timed[:5], args[:5], strict=True)), "the given tensors are passed as they are"
+    D, state = timed[5:]
+    assert D.shape == (nheads,) and D.dtype == torch.float32 and not D.any()
+    assert state.shape == (batch, nheads, headdim, dstate) and state.dtype == torch.float32 and not state.any()
+    for _ in range(2):
+        tilegym_api.ssd_fwd_tilegym(*timed, chunk_size=64)
+    assert all(d is D and s is state for d, s in seen), "each timed call reads the zero state made once"
+    tilegym_api.ssd_fwd_tilegym(*args, chunk_size=64)  # a caller's None: zeros made in this call, as before
+    d, s = seen[-1]
+    assert d is not D and s is not state and not d.any() and not s.any() and s.shape == state.shape
+    given = (*args[:5], torch.ones(nheads), torch.ones(batch, nheads, headdim, dstate))
+    assert all(a is b for a, b in zip(IMPLS["tilegym"].timed_args(given), given, strict=True))
+    for name in ("cutile", "triton"):
+        assert all(a is b for a, b in zip(IMPLS[name].timed_args(tuple(args)), args, strict=True)), name
+
+
 def test_the_registry_and_the_tilegym_adapter_refuse_the_same_sizes(monkeypatch: pytest.MonkeyPatch) -> None:
     """One declaration (kernels.tilegym.LIMITS): the registry's unsupported and the adapter's refusal agree."""
     from kernels.tilegym import ssd_fwd_tilegym

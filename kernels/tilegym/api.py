@@ -4,7 +4,8 @@ NVIDIA's published cuTile code (tilegym 1.5.1), measured beside ours as a peer a
 it. What it cannot take is refused with the common clear error, never passed on to give a wrong
 answer: seqlen must be a multiple of chunk_size (TileGym has no ragged tail), the sizes must be
 those its autotune spaces, tiles and grids need (``LIMITS.requirements``), and it needs a CUDA
-device. D=None is passed as zeros and initial_state=None as a zero state, which is what they mean.
+device. D=None is passed as zeros and initial_state=None as a zero state, which is what they mean
+(:func:`explicit_args`).
 Its chunk-entry states are kept in the dtype of C (bf16 for bf16 inputs), a precision choice of its
 own that the tolerance table accounts for.
 
@@ -36,7 +37,7 @@ from reference.checks import (
     is_power_of_two,
 )
 
-__all__ = ["LIMITS", "launch_names", "mamba2_module", "ssd_fwd_tilegym", "tilegym_version"]
+__all__ = ["LIMITS", "explicit_args", "launch_names", "mamba2_module", "ssd_fwd_tilegym", "tilegym_version"]
 
 
 # What mamba2_chunk_forward's code needs (tilegym 1.5.1, tilegym/ops/cutile/mamba2.py; its forward path only:
@@ -71,7 +72,8 @@ LIMITS = Limits(needs_cuda=True, dtypes=tuple(dtype_name(d) for d in FLOAT_DTYPE
 def launch_names(chunk_size: int) -> tuple[str, ...]:
     """The cuTile kernels one call of ``mamba2_chunk_forward`` launches, in order (tilegym 1.5.1, mamba2.py lines
     1918-1933: ``_chunk_cumsum``, ``_fwd_pass_state``, ``_compute_out``, which takes its swapped kernel at chunk 64,
-    line 1518). Beside them the wrapper's zero-fills for D and the initial state run as torch's own kernels."""
+    line 1518). Beside them the wrapper's zero-fills for D and the initial state, where it makes them
+    (``explicit_args``), run as torch's own kernels."""
     return ("chunk_cumsum_kernel", "fwd_pass_state_kernel",
             "compute_out_swap_kernel" if chunk_size == 64 else "compute_out_kernel")
 
@@ -102,17 +104,29 @@ def ssd_fwd_tilegym(x: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor, D: T
     """TileGym's cuTile forward. Returns y (x's dtype) and final_state (fp32)."""
     dims = check_inputs(x, dt, A, B, C, D, initial_state, chunk_size=chunk_size, who="ssd_fwd_tilegym",
                         require_cuda=LIMITS.needs_cuda)
-    batch, seqlen, nheads, headdim, _, dstate = dims
-    if not LIMITS.ragged and seqlen % chunk_size:
-        raise ValueError(f"ssd_fwd_tilegym: x has seqlen={seqlen}; expected a multiple of chunk_size={chunk_size}"
+    if not LIMITS.ragged and dims.seqlen % chunk_size:
+        raise ValueError(f"ssd_fwd_tilegym: x has seqlen={dims.seqlen}; expected a multiple of chunk_size={chunk_size}"
                          " (TileGym's mamba2_chunk_forward has no ragged last chunk)")
     check_requirements(LIMITS, dims, chunk_size, who="ssd_fwd_tilegym")
     tilegym_version()
     mamba2_chunk_forward = mamba2_module().mamba2_chunk_forward
+    x, dt, A, B, C, D, initial_state = explicit_args(x, dt, A, B, C, D, initial_state)
+    y, final_state = mamba2_chunk_forward(x, A, B, C, D, dt, initial_state, chunk_size=chunk_size)
+    return y, final_state.float()
 
+
+def explicit_args(x: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Tensor | None = None,
+                  initial_state: Tensor | None = None) -> tuple[Tensor, ...]:
+    """The common signature's arguments as TileGym's ``mamba2_chunk_forward`` needs them, which has no "none": D=None
+    as zeros (nheads,) and initial_state=None as a zero state (batch, nheads, headdim, dstate), both fp32 on x's
+    device; the tensors given are returned as they are. ``ssd_fwd_tilegym`` makes the zeros on every call (two
+    torch fill kernels, 1-2 us on an H200); the benchmark calls this once per case and times TileGym on what it
+    returns, as a caller of TileGym's API holds its zero state, so that the fills this adapter adds are not counted
+    as TileGym's kernel time (TileGym only reads both: its final state is a new tensor)."""
+    batch, _, nheads, headdim = x.shape
+    dstate = B.shape[-1]
     if D is None:
         D = torch.zeros(nheads, dtype=torch.float32, device=x.device)
     if initial_state is None:
         initial_state = torch.zeros(batch, nheads, headdim, dstate, dtype=torch.float32, device=x.device)
-    y, final_state = mamba2_chunk_forward(x, A, B, C, D, dt, initial_state, chunk_size=chunk_size)
-    return y, final_state.float()
+    return x, dt, A, B, C, D, initial_state

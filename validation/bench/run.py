@@ -65,7 +65,9 @@ TIMING = {"mode": "interleaved",
           "what": "at each point every run through the gate (ours, the peers, the variants of ours) is timed in the "
                   "same rounds, one call of each in turn with an L2 flush before every call, so that all of them "
                   "meet the same GPU clock and a ratio does not depend on which ran first; clocks are sampled over "
-                  "those rounds, once per point"}
+                  "those rounds, once per point. Each is timed on the tensors its own API takes, made before the "
+                  "timed calls: TileGym, whose API has no None initial state, on a zero state made once per point, "
+                  "so that its kernel time holds its kernels and not the zero-fill our adapter would add to each call"}
 LENGTH_SCALING = ("the sweep's two longest lengths at each dstate, each implementation that passed the gate at "
                   "both timed there again, every call of both lengths in the same rounds (one call of each in "
                   "turn, an L2 flush before every call), so that both lengths meet the same GPU clock; the point "
@@ -157,8 +159,8 @@ def _design_floor(spec: ProblemSpec, c, ceilings: dict[str, float], variant: str
 def _launches(spec: ProblemSpec, impl: str, variant: str | None, args: tuple) -> list[str] | CutileByOrder | None:
     """Ours: the kernels one call launches, in order, from its launch plan (per_kernel_us names them by position,
     since CUPTI may report a cuTile kernel under another's name). TileGym: its three cuTile kernels by their order
-    (CUPTI has filed its state kernel under its output kernel's name), the zero-fills by CUPTI's names. Triton: None
-    (CUPTI's names)."""
+    (CUPTI has filed its state kernel under its output kernel's name), any zero-fill by CUPTI's name (the timed calls
+    get their zero state from ``Impl.timed_args``, so none is expected). Triton: None (CUPTI's names)."""
     if impl == "tilegym":
         return CutileByOrder(tilegym_launch_names(spec.chunk_size))
     if impl != "cutile":
@@ -211,7 +213,7 @@ def bench_point(spec: ProblemSpec, impls: list[str], ceilings: dict[str, float],
             from kernels.cutile.api import ssd_fwd_cutile_variant  # imports cuda.tile: only where it runs
 
             fn = ssd_fwd_cutile_variant(variant)
-        args = inputs.as_args()
+        args = impl.timed_args(inputs.as_args())
         if name == "triton":
             if triton_tuning == "per-point":
                 forget_autotune_choices()
@@ -316,7 +318,7 @@ def _scaling_rows(dstate: int, impls: list[str], short: int, long: int, reps: in
     calls, labels = [], []
     for name in impls:
         fn = IMPLS[name].load()
-        for spec, args in zip(pair, [inp.as_args() for inp in inputs], strict=True):
+        for spec, args in zip(pair, [IMPLS[name].timed_args(inp.as_args()) for inp in inputs], strict=True):
             calls.append(lambda fn=fn, args=args, c=spec.chunk_size: fn(*args, chunk_size=c))
             labels.append((name, spec.seqlen))
     with contextlib.ExitStack() as checked:
