@@ -251,13 +251,13 @@ def test_every_reference_entry_takes_the_matrixs_call_with_chunk_size() -> None:
 
 def _tilegym_stubbed(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
     """ssd_fwd_tilegym on meta tensors as if on a GPU: tilegym's mamba2_chunk_forward replaced by a stand-in that
-    records its calls (importing tilegym's module initialises CUDA)."""
+    records each call's x shape, chunk_size, D and initial state (importing tilegym's module initialises CUDA)."""
     from kernels.tilegym import api as tilegym_api
 
     calls: list[tuple] = []
 
     def forward(x, a, b, c, d, dt, init_state, chunk_size=64):
-        calls.append((tuple(x.shape), chunk_size))
+        calls.append((tuple(x.shape), chunk_size, d, init_state))
         return torch.empty_like(x), init_state
 
     monkeypatch.setattr(tilegym_api, "LIMITS", dataclasses.replace(tilegym_api.LIMITS, needs_cuda=False))
@@ -311,15 +311,9 @@ def test_tilegym_is_timed_on_a_zero_state_made_once_not_on_the_fills_its_adapter
     the very same tensors (no fill kernel in its time); the other implementations get their arguments untouched."""
     from validation.registry import IMPLS
 
-    seen: list[tuple] = []
-    _tilegym_stubbed(monkeypatch)
+    calls = _tilegym_stubbed(monkeypatch)
     from kernels.tilegym import api as tilegym_api
 
-    def forward(x, a, b, c, d, dt, init_state, chunk_size=64):
-        seen.append((d, init_state))
-        return torch.empty_like(x), init_state
-
-    monkeypatch.setitem(sys.modules, "tilegym.ops.cutile.mamba2", types.SimpleNamespace(mamba2_chunk_forward=forward))
     batch, seqlen, nheads, headdim, dstate = 2, 128, 4, 16, 32
     args = [torch.randn(batch, seqlen, nheads, headdim).bfloat16(), torch.rand(batch, seqlen, nheads),
             -torch.rand(nheads), torch.randn(batch, seqlen, 1, dstate).bfloat16(),
@@ -331,9 +325,9 @@ def test_tilegym_is_timed_on_a_zero_state_made_once_not_on_the_fills_its_adapter
     assert state.shape == (batch, nheads, headdim, dstate) and state.dtype == torch.float32 and not state.any()
     for _ in range(2):
         tilegym_api.ssd_fwd_tilegym(*timed, chunk_size=64)
-    assert all(d is D and s is state for d, s in seen), "each timed call reads the zero state made once"
+    assert all(d is D and s is state for *_, d, s in calls), "each timed call reads the zero state made once"
     tilegym_api.ssd_fwd_tilegym(*args, chunk_size=64)  # a caller's None: zeros made in this call, as before
-    d, s = seen[-1]
+    *_, d, s = calls[-1]
     assert d is not D and s is not state and not d.any() and not s.any() and s.shape == state.shape
     given = (*args[:5], torch.ones(nheads), torch.ones(batch, nheads, headdim, dstate))
     assert all(a is b for a, b in zip(IMPLS["tilegym"].timed_args(given), given, strict=True))
