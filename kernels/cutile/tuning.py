@@ -446,6 +446,8 @@ def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: 
         # 0.0-0.5% less on H100s. With it as the default, the correctness and stability suites on an H100 gave every
         # error of the validate at 1dd1d0b to the bit, and the old layout (states-untransposed) took 0.9% longer at
         # 4096 tokens (113.3 against 112.1 us) and 0.5% at 16384 (reports/published/0.1.0+20261207T015151Z-b50d865).
+        # In the complete H200 validate at b2c1c2d it took 339.2 against 336.3 us at 16384 tokens in the same rounds,
+        # every error of the suites equal to the bit (reports/published/0.1.0+20261207T133709Z-b2c1c2d).
         occupancy = 1 if _walk_programs(dims, block_p, min(block_n, 64)) <= target // 2 else 2
         return StatePassConfig(block_p=block_p, block_n=min(block_n, 64), latency=4, occupancy=occupancy, swap_ab=True,
                                states_t=dims.dstate >= 512, unroll=2,
