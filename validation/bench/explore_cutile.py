@@ -451,10 +451,20 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
         for latency in (co.latency, 4 if co.latency != 4 else 2):
             cand = dataclasses.replace(co, block_n=128, latency=latency)
             out.append(one(f"chunk_out n128 lat{latency}", "default", "chunk_out", cand))
+    # The segmented pass's local walk with a step's chunks read by one load per array, where chunk_out completes its
+    # states: at two programs an SM, and at one with x and B hinted as the serial walk's one-an-SM walk is (4 to 8;
+    # two segments of 32-wide tiles at 32-63 chunks and dstate 64 give 128 programs at the benchmark's batch).
     if seg.unroll > 1 and segmented_out:
-        for occupancy in (seg.occupancy, 1):
-            cand = dataclasses.replace(seg, wide_loads=True, occupancy=occupancy)
-            out.append(one(f"walk wide segmented occ{occupancy}", "segmented-out", "segment_state", cand))
+        for occupancy, latency in ((seg.occupancy, seg.latency), (1, seg.latency), (1, 6), (1, 8)):
+            cand = dataclasses.replace(seg, wide_loads=True, occupancy=occupancy, latency=latency)
+            out.append(one(f"walk wide segmented occ{occupancy} lat{latency}", "segmented-out", "segment_state",
+                           cand))
+    # The wide walk of dstate 128 on 64-wide dstate tiles: half the programs (64 at the benchmark's batch), x read by
+    # half as many of them, each step's HGMMA twice as wide.
+    if sp.wide_loads and not sp.swap_ab and sp.block_n < 64 <= spec.dstate:
+        for latency in (4, 6):
+            cand = dataclasses.replace(sp, block_n=64, occupancy=1, latency=latency)
+            out.append(one(f"walk wide n64 occ1 lat{latency}", "serial-state", "state_pass", cand))
     # The cumsum's per-token rows stacked in one buffer (ChunkCumsumConfig.stacked: rows w, g, g, dt), so that the
     # serial walk reads a chunk's g and weights, and chunk_out's causal halves their g and dt, by one load each.
     out.append(one("stacked", "default", "chunk_cumsum", dataclasses.replace(cs, stacked=True)))
