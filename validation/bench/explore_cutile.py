@@ -465,6 +465,18 @@ def _candidates(spec: ProblemSpec, dtype: torch.dtype, only: list[str] | None, a
         for latency in (4, 6):
             cand = dataclasses.replace(sp, block_n=64, occupancy=1, latency=latency)
             out.append(one(f"walk wide n64 occ1 lat{latency}", "serial-state", "state_pass", cand))
+    # At dstate 64, the serial walk as the wide walk of dstate 128: the cumsum's weights on x's rows (pre_weights,
+    # weigh_x), a step's two chunks read by one load per array, one program an SM (16-wide dstate tiles: 128 programs
+    # at the benchmark's batch), x and B hinted 4 or 6; the cumsum's rows stacked or not, and 32-wide tiles (64
+    # programs). In the sm_90 export at 4K tokens it spills nothing and waits on 40 barriers against 50 for the walk
+    # that weighs its chunks itself.
+    if spec.dstate == 64 and not sp.pre_weights and dtype in (torch.bfloat16, torch.float16):
+        for block_n, latency, stacked in ((16, 4, True), (16, 6, True), (16, 6, False), (32, 6, True)):
+            walk = dataclasses.replace(sp, pre_weights=True, weigh_x=True, wide_loads=True, unroll=2, occupancy=1,
+                                       latency=latency, scalar_latency=4, block_n=block_n)
+            out.append((f"walk64 wide n{block_n} lat{latency}{'' if stacked else ' unstacked'}", "serial-state",
+                        dataclasses.replace(base, state_pass=walk,
+                                            chunk_cumsum=dataclasses.replace(cs, stacked=stacked))))
     # The cumsum's per-token rows stacked in one buffer (ChunkCumsumConfig.stacked: rows w, g, g, dt), so that the
     # serial walk reads a chunk's g and weights, and chunk_out's causal halves their g and dt, by one load each.
     out.append(one("stacked", "default", "chunk_cumsum", dataclasses.replace(cs, stacked=True)))
