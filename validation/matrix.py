@@ -122,8 +122,9 @@ LONG_BASE = dict(batch=1, nheads=8, headdim=64, ngroups=1, dstate=64, chunk_size
 # ("segout_" cases), at dstate 128 and 512 the serial walk ("serial_"); at batch 1 the long cases above take the
 # segment-parallel pass with its completion launch instead. These carry both past 128 chunks, on the regimes that
 # load them most; at 32-63 chunks and dstate 64 the segmented pass runs in two segments without a scan, chunk_out
-# writing the final state ("twoseg_"), on the same regimes (a CPU test checks that each tag's prefix names the pass it
-# plans).
+# writing the final state ("twoseg_"), on the same regimes, at batch 8: at batch 4 the serial walk reading the
+# cumsum's weights runs there since its grid has one program an SM (a CPU test checks that each tag's prefix names the
+# pass it plans).
 BENCH_LONG_BASE = dict(batch=4, nheads=8, headdim=64, ngroups=1, chunk_size=128, dtype="bf16", seed=0)
 BENCH_LONG_CASES = (("segout_l65536_dstate64", dict(seqlen=2**16, dstate=64, regime="typical")),
                     ("segout_l32768_huge_decay_dstate64", dict(seqlen=2**15, dstate=64, regime="huge_decay")),
@@ -134,9 +135,9 @@ BENCH_LONG_CASES = (("segout_l65536_dstate64", dict(seqlen=2**16, dstate=64, reg
                     ("serial_l32768_huge_decay_dstate128", dict(seqlen=2**15, dstate=128, regime="huge_decay")),
                     ("serial_l32768_large_initial_state_dstate512",
                      dict(seqlen=2**15, dstate=512, regime="large_initial_state", with_initial_state=True)),
-                    ("twoseg_l4096_huge_decay_dstate64", dict(seqlen=2**12, dstate=64, regime="huge_decay")),
-                    ("twoseg_l4096_long_memory_dstate64", dict(seqlen=2**12, dstate=64, regime="long_memory")),
-                    ("twoseg_l4000_typical_dstate64", dict(seqlen=4000, dstate=64, regime="typical")))
+                    ("twoseg_l4096_huge_decay_dstate64", dict(batch=8, seqlen=2**12, dstate=64, regime="huge_decay")),
+                    ("twoseg_l4096_long_memory_dstate64", dict(batch=8, seqlen=2**12, dstate=64, regime="long_memory")),
+                    ("twoseg_l4000_typical_dstate64", dict(batch=8, seqlen=4000, dstate=64, regime="typical")))
 
 
 def stability_cases() -> list[Case]:

@@ -124,18 +124,19 @@ def test_the_walk_hints_its_g_and_dt_loads_for_16_bit_inputs(dtype, dstate, hint
     assert walk.args[names.index("SCALAR_LATENCY")] == hint
 
 
-@pytest.mark.parametrize("dtype,seqlen,dstate,pre_weights,weigh_x", [
-    (torch.bfloat16, 2048, 64, False, False), (torch.bfloat16, 4096, 64, True, True),
-    (torch.bfloat16, 16384, 64, True, True),
-    (torch.bfloat16, 16384, 128, True, True), (torch.bfloat16, 16384, 512, True, False),
-    (torch.float32, 16384, 128, False, False)])
-def test_the_walk_reads_the_weights_the_cumsum_precomputed_where_the_chooser_says(dtype, seqlen, dstate, pre_weights,
-                                                                                   weigh_x) -> None:
+@pytest.mark.parametrize("dtype,batch,seqlen,dstate,pre_weights,weigh_x", [
+    (torch.bfloat16, 4, 2048, 64, True, True), (torch.bfloat16, 8, 2048, 64, False, False),
+    (torch.bfloat16, 4, 4096, 64, True, True), (torch.bfloat16, 4, 16384, 64, True, True),
+    (torch.bfloat16, 4, 16384, 128, True, True), (torch.bfloat16, 4, 16384, 512, True, False),
+    (torch.float32, 4, 16384, 128, False, False)])
+def test_the_walk_reads_the_weights_the_cumsum_precomputed_where_the_chooser_says(dtype, batch, seqlen, dstate,
+                                                                                   pre_weights, weigh_x) -> None:
     # pre_weights: the cumsum writes w = exp2(g_last - g) * dt and the walk reads it in dt's place; weigh_x: the walk
-    # puts it on x's rows. Both measured faster on the H200 for bf16 from dstate 128 (weigh_x unswapped only), and at
-    # dstate 64 from 32 chunks, where the default is the segmented pass completed in chunk_out, whose local walk
-    # reads them (below 32 chunks the serial walk weighs B itself).
-    x, dt, A, B, C, D, h0 = meta_inputs(SpecClass(SSDDims(4, seqlen, 8, 64, 1, dstate), dtype, 128, True, False))
+    # puts it on x's rows. Both measured faster for bf16 from dstate 128 (weigh_x unswapped only) on the H200, at
+    # dstate 64 from 64 chunks, where the default is the segmented pass completed in chunk_out, whose local walk reads
+    # them, and at dstate 64 below 64 chunks where the serial walk has at most one program an SM (batch 4) on an H100;
+    # with more programs (batch 8) the serial walk weighs B itself.
+    x, dt, A, B, C, D, h0 = meta_inputs(SpecClass(SSDDims(batch, seqlen, 8, 64, 1, dstate), dtype, 128, True, False))
     launches, _, _ = cutile_api.plan_forward(x, dt, A, B, C, D, h0, chunk_size=128, arch="sm_90")
     cumsum, walk = launches[0], next(la for la in launches if la.kernel._pyfunc.__name__ == "_state_pass_kernel")
     cumsum_names = list(inspect.signature(cumsum.kernel._pyfunc).parameters)
@@ -246,19 +247,36 @@ def test_segmented_out_in_two_segments_plans_no_scan_and_chunk_out_writes_the_fi
 def test_chunk_out_in_two_segments_starts_segment_ones_programs_first_in_short_grids(seqlen, heavy_first) -> None:
     # Segment 1's programs take the completion product: started first, in grids of at most four programs a slot
     # (1024 at the benchmark's batch on sm_90), as measured faster there; first to last in longer grids.
+    # (The default at batch 4 below 64 chunks is the serial walk; the variant segmented-out keeps two segments.)
     dims = SSDDims(4, seqlen, 8, 64, 1, 64)
     assert tuning.chunk_out_config("sm_90", dims, torch.bfloat16, 128).heavy_first is heavy_first
     launches, _, _ = cutile_api.plan_forward(*meta_inputs(SpecClass(dims, torch.bfloat16, 128, True, False)),
-                                             chunk_size=128, arch="sm_90")
+                                             chunk_size=128, arch="sm_90", variant=VARIANTS["segmented-out"])
     out = launches[-1]
     arg = dict(zip(inspect.signature(out.kernel._pyfunc).parameters, out.args, strict=True))
     assert arg["SEG_FROM_END"] is True and arg["HEAVY_FIRST"] is heavy_first
 
 
-def test_the_default_at_4096_tokens_and_dstate_64_is_two_segments_unless_an_initial_state_needs_the_scan() -> None:
-    # 32 chunks at the benchmark's batch: the segmented pass in two segments of 16 chunks, 32-wide tiles, no scan (as
-    # measured faster than the serial walk); with an initial state the serial walk (two segments would need the scan).
+def test_the_default_at_4096_tokens_and_dstate_64_is_the_wide_serial_walk_at_one_program_an_sm() -> None:
+    # 32 chunks at the benchmark's batch: the serial walk reading the cumsum's weights, 16-wide tiles (128 programs,
+    # one an SM), one load per array a step, with an initial state or not (measured faster than two segments).
     dims = SSDDims(4, 4096, 8, 64, 1, 64)
+    for h0 in (False, True):
+        assert tuning.state_pass_kind("sm_90", dims, torch.bfloat16, 128, initial_state=h0) == "serial"
+        launches, _, _ = cutile_api.plan_forward(*meta_inputs(SpecClass(dims, torch.bfloat16, 128, True, h0)),
+                                                 chunk_size=128, arch="sm_90")
+        assert [la.kernel._pyfunc.__name__ for la in launches] == ["_chunk_cumsum_kernel", "_state_pass_kernel",
+                                                                  "_chunk_out_kernel"]
+        assert (_walk_flag(launches, "WIDE_LOADS"), _walk_flag(launches, "WEIGH_X"), _walk_flag(launches, "BLOCK_N"),
+                _walk_flag(launches, "SEG_CHUNKS") >= 32) == (True, True, 16, True)
+    assert tuning.state_pass_config("sm_90", dims, torch.bfloat16, 128).occupancy == 1
+
+
+def test_the_default_at_4096_tokens_and_dstate_64_past_one_walk_program_an_sm_is_two_segments_unless_h0() -> None:
+    # 32 chunks at batch 8 (256 walk programs): the segmented pass in two segments of 16 chunks, 32-wide tiles, no scan
+    # (as measured faster than the serial walk at batch 4 before the wide walk); with an initial state the serial walk
+    # (two segments would need the scan).
+    dims = SSDDims(8, 4096, 8, 64, 1, 64)
     seg = tuning.segment_state_config("sm_90", dims, torch.bfloat16, 128)
     assert (seg.seg_chunks, seg.block_n) == (16, 32)
     names = {}
@@ -275,7 +293,7 @@ def test_the_default_at_4096_tokens_and_dstate_64_is_two_segments_unless_an_init
     # Its traffic: the local states written and read once, the fp32 end states written once, segment 0's read with
     # each chunk of segment 1 (half a state's worth a chunk), both read for the final state; no E_s.
     traffic, how = cutile_api.intermediate_traffic(dims, torch.bfloat16, 128, "sm_90")
-    elems, tokens, seg = 4 * 8 * 32 * 64 * 64, 4 * 32 * 128, 4 * 8 * 2 * 64 * 64 * 4
+    elems, tokens, seg = 8 * 8 * 32 * 64 * 64, 8 * 32 * 128, 8 * 8 * 2 * 64 * 64 * 4
     weights = 2 * tokens * 8 * 4  # the cumsum's chunk-state weights, written once and read once
     assert how.startswith("segmented state pass in two segments of 16 chunks")
     assert traffic == 3 * 2 * tokens * 8 * 4 + weights + 2 * elems * 2 + elems // 2 * 4 + 2 * seg
@@ -433,7 +451,8 @@ def test_causal_cb_is_the_default_from_dstate_256_and_gives_way_to_a_shared_or_b
 @pytest.mark.parametrize(("seqlen", "dstate", "variant", "expected"), [
     (16384, 128, "default", True), (262144, 128, "default", True), (16384, 512, "default", True),
     (4096, 256, "default", True), (65536, 512, "default", False), (16384, 256, "default", False),
-    (1024, 64, "default", False), (16384, 128, "unstacked", False), (16384, 128, "two-segment-walk", False),
+    (1024, 64, "default", True), (16384, 64, "default", False), (16384, 128, "unstacked", False),
+    (16384, 128, "two-segment-walk", False),
     (16384, 128, "walk-weighs", False),
     (16384, 128, "segmented-state", False), (16384, 128, "cumsum-in-kernels", False)])
 def test_the_stacked_cumsum_buffer_reaches_the_serial_walk_and_chunk_out_together(seqlen, dstate, variant,
@@ -585,14 +604,15 @@ def _walk_flag(launches, name: str):
 
 
 def test_wide_loads_reach_the_walk_where_a_step_has_chunks_to_share_a_load_and_are_refused_elsewhere() -> None:
-    # One load per array for a step's UNROLL chunks: the serial walk (dstate 128) and the segmented pass's local walk
-    # (dstate 64, two segments) take it; a walk of one chunk a step, one that takes the cumsum itself or loads g's last
-    # element alone has nothing to share and refuses it by name instead of running without it.
-    for dstate, stage in ((128, "state_pass"), (64, "segment_state")):
-        spec = SpecClass(SSDDims(4, 4096, 8, 64, 1, dstate), torch.bfloat16, 128, True, False)
+    # One load per array for a step's UNROLL chunks: the serial walk (dstate 128, and 64 at batch 4) and the segmented
+    # pass's local walk (dstate 64, two segments at batch 8) take it; a walk of one chunk a step, one that takes the
+    # cumsum itself or loads g's last element alone has nothing to share and refuses it by name instead of running
+    # without it.
+    for batch, dstate, stage in ((4, 128, "state_pass"), (4, 64, "state_pass"), (8, 64, "segment_state")):
+        spec = SpecClass(SSDDims(batch, 4096, 8, 64, 1, dstate), torch.bfloat16, 128, True, False)
         base = tuning.choose("sm_90", spec.dims, torch.bfloat16, 128)
         walk = getattr(base, stage)
-        assert walk.unroll == 2 and walk.wide_loads is (stage == "state_pass")  # the chooser's at dstate 128 only
+        assert walk.unroll == 2 and walk.wide_loads is (stage == "state_pass")  # the chooser's serial walks only
         for wide in (False, True):
             configs = dataclasses.replace(base, **{stage: dataclasses.replace(walk, wide_loads=wide)})
             launches, _, _ = cutile_api.plan_forward(*meta_inputs(spec), chunk_size=128, arch="sm_90", configs=configs)
@@ -694,8 +714,8 @@ def test_every_exp2_of_the_kernels_goes_through_the_one_helper() -> None:
 @pytest.mark.parametrize("tag,change", matrix.BENCH_LONG_CASES, ids=[tag for tag, _ in matrix.BENCH_LONG_CASES])
 def test_the_stability_suites_long_cases_at_batch_4_plan_the_pass_their_name_says(tag: str, change: dict) -> None:
     """The stability cases meant to carry the serial walk ("serial_") or the segmented pass completed in chunk_out
-    ("segout_") past 128 chunks, or that pass in two segments without a scan ("twoseg_"), plan it on the H200 (sm_90):
-    if the chooser moves them to another state pass, they no longer test what their name says."""
+    ("segout_") past 128 chunks at batch 4, or that pass in two segments without a scan ("twoseg_", at batch 8), plan it
+    on the H200 (sm_90): if the chooser moves them to another state pass, they no longer test what their name says."""
     spec = dict(matrix.stability_cases())[tag]
     dims = SSDDims(spec.batch, spec.seqlen, spec.nheads, spec.headdim, spec.ngroups, spec.dstate)
     meta = meta_inputs(SpecClass(dims, torch.bfloat16, spec.chunk_size, spec.with_D, spec.with_initial_state))

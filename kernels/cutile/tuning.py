@@ -336,13 +336,25 @@ def _segmented_out(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int
     segments lost at every other point of 4096-16384 tokens x dstate 64-512 (e.g. 87.4 against 86.6 at 8192 x 64, 64.0
     against 57.4 at 4096 x 128; explore_cutile, 2026-12-03, reports/published/0.1.0+20261203T141100Z-3182d0c). With an
     initial state the two segments need the scan (53.0 us at 4096 tokens), so below 64 chunks the serial walk stays.
+    Below 64 chunks the serial walk replaced the two segments where it is the wide walk of dstate 64 (one program an SM,
+    ``state_pass_config``): 49.2 against 52.6 us at 4096 tokens on an H100 (explore_cutile, 2026-12-07,
+    reports/published/0.1.0+20261207T151857Z-5b21848-dirty).
     At dstate 128 two segments lost also with segment 0's end state rounded by the walk for chunk_out's product (read
     in fp32, each program had rounded it in registers): 66.3 against 62.8 us at 4096 tokens, 826.9 against 743.9 at
     65536, on an H100 (explore_cutile, 2026-12-05, reports/published/0.1.0+20261205T135600Z-df360e8)."""
     nchunks = -(-dims.seqlen // chunk_size)
-    if dtype not in (torch.bfloat16, torch.float16) or dims.dstate != 64 or chunk_size != 128 or nchunks < 32:
+    if not _segmented_out_shape(arch, dims, dtype, chunk_size) or nchunks < 64 and initial_state:
         return False
-    if nchunks < 64 and initial_state:
+    # Below 64 chunks the wide serial walk of dstate 64 (state_pass_config) measured faster than two segments.
+    return nchunks >= 64 or not state_pass_config(arch, dims, dtype, chunk_size).wide_loads
+
+
+def _segmented_out_shape(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> bool:
+    """The shapes the segmented pass completed in chunk_out was measured at and its tiles chosen for
+    (``segment_state_config``): 16-bit inputs at dstate 64 and chunk 128 from 32 chunks, where the serial walk's grid
+    has about one program an SM; ``_segmented_out`` says where it is the default."""
+    nchunks = -(-dims.seqlen // chunk_size)
+    if dtype not in (torch.bfloat16, torch.float16) or dims.dstate != 64 or chunk_size != 128 or nchunks < 32:
         return False
     walk = state_pass_config(arch, dims, dtype, chunk_size)
     return _walk_fills_the_gpu(arch, _walk_programs(dims, walk.block_p, walk.block_n))
@@ -352,8 +364,8 @@ def state_pass_kind(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: in
                     initial_state: bool = False) -> str:
     """"segmented-out", "segmented" or "serial": the state pass that measured faster on the H200 for this kind of
     shape (``initial_state``: whether the call passes one); "segmented-out" where ``_segmented_out`` says (16-bit inputs
-    at dstate 64 from 32 chunks, the benchmark's batch; from 64 with an initial state), which replaced the serial walk
-    there.
+    at dstate 64 from 64 chunks at the benchmark's batch, from 32 where the serial walk is not the wide one of one
+    program an SM; from 64 with an initial state), which replaced the serial walk there.
 
     Whole forward, CUPTI, batch 4, 8 heads, headdim 64, chunk 128, bf16 (validation/bench/explore_cutile.py, 2026-12-01,
     reports/published/0.1.0+20261201T082206Z-2fca4e2): dstate 128 to 512 serial for 16-bit inputs, the walk swapped from
@@ -495,6 +507,21 @@ def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: 
                                        wide_loads=True)
             return StatePassConfig(block_p=block_p, block_n=block_n, latency=4, occupancy=2, unroll=2,
                                    scalar_latency=_SCALAR_LATENCY, pre_weights=True, weigh_x=True)
+        if dims.dstate == 64 and pre_weights and _walk_programs(dims, block_p, 16) <= target // 2:
+            # At dstate 64 too, where the grid has at most one program an SM (16-wide tiles: 128 programs at the
+            # benchmark's batch), the wide walk of dstate 128: the cumsum's weights on x's rows, a step's two chunks
+            # read by one load per array, the cumsum's rows stacked (``_stacked``), one program an SM, x and B hinted
+            # 6. On an H100 (explore_cutile, 2026-12-07, reports/published/0.1.0+20261207T151857Z-5b21848-dirty) the
+            # forward took 49.2 us at 4096 tokens against 52.6 for two segments of the segmented pass (the default
+            # there before, ``_segmented_out``), 50.7 for this walk weighing its own chunks and 51.2 for two segments
+            # read by wide loads; 28.6 against 29.4 at 2048 and 18.7 against 18.7 at 1024 (the walk weighing its own
+            # chunks), 86.9 against 94.4 at 8192 (where the segmented pass stays until an H200 has measured it: there
+            # it had beaten the serial walk by more than on an H100). Hint 4: 50.8 us at 4096; 32-wide tiles (64
+            # programs) 50.7; the rows unstacked 49.8. The final state's max |error|/peak moved as the walk of dstate
+            # 128's does against the peers' (up to 0.00317 against TileGym's and Triton's 0.00245 at 1024 tokens,
+            # rel_l2 0.00169 against 0.00165), within the tolerance table's measured worst.
+            return StatePassConfig(block_p=block_p, block_n=16, latency=6, occupancy=1, unroll=2,
+                                   scalar_latency=_SCALAR_LATENCY, pre_weights=True, weigh_x=True, wide_loads=True)
         while block_n > min(dims.dstate, 16) and _walk_programs(dims, block_p, block_n) < target:
             block_n //= 2
         latency, unroll = (6, 1) if dims.dstate <= 64 else (2, 2)
@@ -544,7 +571,7 @@ def _segment_chunks(arch: str, dims: SSDDims, chunk_size: int, programs_per_segm
 
 
 def segment_state_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: int) -> SegmentStateConfig:
-    if _segmented_out(arch, dims, dtype, chunk_size):
+    if _segmented_out_shape(arch, dims, dtype, chunk_size):
         # The local walk as the serial walk from dstate 128 (the cumsum's weights on x's rows, x and B hinted 4, two
         # chunks a step, g and dt hinted 4), whole 64-wide states, two programs an SM, so about as many segments as
         # give TARGET_PROGRAMS' count (eight at batch 4 and 8 heads): on the H200 within 1% of the best of 2-8 segments
