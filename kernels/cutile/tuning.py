@@ -482,8 +482,9 @@ def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: 
             # At (16384 tokens, dstate 128): 79.9 against 99.3 us for the state pass (4096: 23.6 against 28.0; 65536:
             # 301.6 against 377.9), with x and B hinted 4, two chunks a step; 16- and 64-wide tiles, or hints 2, 3, 6
             # and 8, were slower (explore_cutile, 2026-12-02, explore-pw*.json in
-            # reports/published/0.1.0+20261202T044634Z-d3a05f1-dirty). At dstate 64 it was no faster (74.0 against
-            # 72.1), so dstate 64 keeps B weighted by the walk.
+            # reports/published/0.1.0+20261202T044634Z-d3a05f1-dirty). At dstate 64 it was no faster there (74.0
+            # against 72.1, two programs an SM), so dstate 64 keeps B weighted by the walk unless its grid has at most
+            # one program an SM (below).
             while block_n > 32 and _walk_programs(dims, block_p, block_n) < target // 2:
                 block_n //= 2
             if _walk_programs(dims, block_p, block_n) <= target // 2:
@@ -502,9 +503,7 @@ def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: 
                 # |error|/peak 0.00436 against 0.00188 at 65536 (TileGym and Triton 0.00229 and 0.00205), 0.00521
                 # against 0.00364 at worst over the stability cases, for 1.4% of the forward at 16384 tokens (192.6
                 # against 195.3 us in its ablation). So the fp32 product stays, the bf16 one a variant.
-                return StatePassConfig(block_p=block_p, block_n=block_n, latency=6, occupancy=1, unroll=2,
-                                       scalar_latency=_SCALAR_LATENCY, pre_weights=True, weigh_x=True,
-                                       wide_loads=True)
+                return _wide_walk(block_p, block_n)
             return StatePassConfig(block_p=block_p, block_n=block_n, latency=4, occupancy=2, unroll=2,
                                    scalar_latency=_SCALAR_LATENCY, pre_weights=True, weigh_x=True)
         if dims.dstate == 64 and pre_weights and _walk_programs(dims, block_p, 16) <= target // 2:
@@ -520,8 +519,7 @@ def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: 
             # programs) 50.7; the rows unstacked 49.8. The final state's max |error|/peak moved as the walk of dstate
             # 128's does against the peers' (up to 0.00317 against TileGym's and Triton's 0.00245 at 1024 tokens,
             # rel_l2 0.00169 against 0.00165), within the tolerance table's measured worst.
-            return StatePassConfig(block_p=block_p, block_n=16, latency=6, occupancy=1, unroll=2,
-                                   scalar_latency=_SCALAR_LATENCY, pre_weights=True, weigh_x=True, wide_loads=True)
+            return _wide_walk(block_p, 16)
         while block_n > min(dims.dstate, 16) and _walk_programs(dims, block_p, block_n) < target:
             block_n //= 2
         latency, unroll = (6, 1) if dims.dstate <= 64 else (2, 2)
@@ -532,6 +530,14 @@ def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: 
     while block_n > min(dims.dstate, 32) and _walk_programs(dims, block_p, block_n) < target:
         block_n //= 2
     return StatePassConfig(block_p=block_p, block_n=block_n, latency=8)
+
+
+def _wide_walk(block_p: int, block_n: int) -> StatePassConfig:
+    """The serial walk for a grid of at most one program an SM (16-bit inputs, dstate 64 and 128 unswapped): the
+    cumsum's weights on x's rows, a step's two chunks read by one load per array, compiled for one program an SM, x and
+    B hinted 6 (``state_pass_config`` says what each measured)."""
+    return StatePassConfig(block_p=block_p, block_n=block_n, latency=6, occupancy=1, unroll=2,
+                           scalar_latency=_SCALAR_LATENCY, pre_weights=True, weigh_x=True, wide_loads=True)
 
 
 def serial_walk_config(cfg: StatePassConfig, variant: Variant, arch: str, dims: SSDDims, dtype: torch.dtype,
