@@ -402,6 +402,8 @@ def state_pass_kind(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: in
 # hints of 2 and 8 were no better; explore_cutile, 2026-12-02,
 # reports/published/0.1.0+20261202T011403Z-069a45f/explore-2-glat-16k.json).
 _SCALAR_LATENCY = 4
+# The wide walk's at dstate 128 (state_pass_config).
+_WIDE_WALK_SCALAR_LATENCY = 8
 # The swapped walk's, once it reads precomputed weights (state_pass_config).
 _SWAPPED_SCALAR_LATENCY = 10
 
@@ -503,7 +505,12 @@ def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: 
                 # |error|/peak 0.00436 against 0.00188 at 65536 (TileGym and Triton 0.00229 and 0.00205), 0.00521
                 # against 0.00364 at worst over the stability cases, for 1.4% of the forward at 16384 tokens (192.6
                 # against 195.3 us in its ablation). So the fp32 product stays, the bf16 one a variant.
-                return _wide_walk(block_p, block_n)
+                # The g and w loads hinted 8 rather than 4 (the hint of every other 16-bit walk): on an H100 the
+                # forward took 57.5 against 58.0 us at 4096 tokens, 101.7 against 103.6 at 8192, 184.8 against 189.4
+                # at 16384 and 677.2 against 696.0 at 65536, every error equal to the bit (explore_cutile, 2026-12-07,
+                # reports/published/0.1.0+20261207T171457Z-9a49004); at dstate 64 the same hint was 0.8% slower at
+                # 4096 tokens, so that walk keeps 4.
+                return _wide_walk(block_p, block_n, scalar_latency=_WIDE_WALK_SCALAR_LATENCY)
             return StatePassConfig(block_p=block_p, block_n=block_n, latency=4, occupancy=2, unroll=2,
                                    scalar_latency=_SCALAR_LATENCY, pre_weights=True, weigh_x=True)
         if dims.dstate == 64 and pre_weights and _walk_programs(dims, block_p, 16) <= target // 2:
@@ -532,12 +539,12 @@ def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: 
     return StatePassConfig(block_p=block_p, block_n=block_n, latency=8)
 
 
-def _wide_walk(block_p: int, block_n: int) -> StatePassConfig:
+def _wide_walk(block_p: int, block_n: int, scalar_latency: int = _SCALAR_LATENCY) -> StatePassConfig:
     """The serial walk for a grid of at most one program an SM (16-bit inputs, dstate 64 and 128 unswapped): the
     cumsum's weights on x's rows, a step's two chunks read by one load per array, compiled for one program an SM, x and
-    B hinted 6 (``state_pass_config`` says what each measured)."""
+    B hinted 6, the g and w loads ``scalar_latency`` (``state_pass_config`` says what each measured)."""
     return StatePassConfig(block_p=block_p, block_n=block_n, latency=6, occupancy=1, unroll=2,
-                           scalar_latency=_SCALAR_LATENCY, pre_weights=True, weigh_x=True, wide_loads=True)
+                           scalar_latency=scalar_latency, pre_weights=True, weigh_x=True, wide_loads=True)
 
 
 def serial_walk_config(cfg: StatePassConfig, variant: Variant, arch: str, dims: SSDDims, dtype: torch.dtype,
