@@ -509,7 +509,9 @@ def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: 
                 # forward took 57.5 against 58.0 us at 4096 tokens, 101.7 against 103.6 at 8192, 184.8 against 189.4
                 # at 16384 and 677.2 against 696.0 at 65536, every error equal to the bit (explore_cutile, 2026-12-07,
                 # reports/published/0.1.0+20261207T171457Z-9a49004); at dstate 64 the same hint was 0.8% slower at
-                # 4096 tokens, so that walk keeps 4.
+                # 4096 tokens, so that walk keeps 4. Not yet measured on an H200, where 8 had been no better than 4
+                # for the walk before the wide loads (_SCALAR_LATENCY); its sm_90 export at 16384 tokens gives the load
+                # pipelines 222 KB of shared memory instead of 171 and waits on 34 barriers instead of 42.
                 return _wide_walk(block_p, block_n, scalar_latency=_WIDE_WALK_SCALAR_LATENCY)
             return StatePassConfig(block_p=block_p, block_n=block_n, latency=4, occupancy=2, unroll=2,
                                    scalar_latency=_SCALAR_LATENCY, pre_weights=True, weigh_x=True)
