@@ -712,7 +712,7 @@ def test_every_exp2_of_the_kernels_goes_through_the_one_helper() -> None:
 
 
 @pytest.mark.parametrize("tag,change", matrix.BENCH_LONG_CASES, ids=[tag for tag, _ in matrix.BENCH_LONG_CASES])
-def test_the_stability_suites_long_cases_at_batch_4_plan_the_pass_their_name_says(tag: str, change: dict) -> None:
+def test_the_stability_suites_long_cases_plan_the_pass_their_name_says(tag: str, change: dict) -> None:
     """The stability cases meant to carry the serial walk ("serial_") or the segmented pass completed in chunk_out
     ("segout_") past 128 chunks at batch 4, or that pass in two segments without a scan ("twoseg_", at batch 8), plan it
     on the H200 (sm_90): if the chooser moves them to another state pass, they no longer test what their name says."""
