@@ -508,7 +508,8 @@ def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: 
                 # The g and w loads hinted 8 rather than 4 (the hint of every other 16-bit walk): on an H100 the
                 # forward took 57.5 against 58.0 us at 4096 tokens, 101.7 against 103.6 at 8192, 184.8 against 189.4
                 # at 16384 and 677.2 against 696.0 at 65536, every error equal to the bit (explore_cutile, 2026-12-07,
-                # reports/published/0.1.0+20261207T171457Z-9a49004); at dstate 64 the same hint was 0.8% slower at
+                # reports/published/0.1.0+20261207T171457Z-9a49004), and 0.8-1.9% less at 1024, 2048, 131072 and
+                # 262144 (reports/published/0.1.0+20261207T194707Z-dccaa08); at dstate 64 the same hint was 0.8% slower at
                 # 4096 tokens, so that walk keeps 4. Not yet measured on an H200, where 8 had been no better than 4
                 # for the walk before the wide loads (_SCALAR_LATENCY); its sm_90 export at 16384 tokens gives the load
                 # pipelines 222 KB of shared memory instead of 171 and waits on 34 barriers instead of 42.
@@ -524,7 +525,9 @@ def state_pass_config(arch: str, dims: SSDDims, dtype: torch.dtype, chunk_size: 
             # there before, ``_segmented_out``), 50.7 for this walk weighing its own chunks and 51.2 for two segments
             # read by wide loads; 28.6 against 29.4 at 2048 and 18.7 against 18.7 at 1024 (the walk weighing its own
             # chunks), 86.9 against 94.4 at 8192 (where the segmented pass stays until an H200 has measured it: there
-            # it had beaten the serial walk by more than on an H100). Hint 4: 50.8 us at 4096; 32-wide tiles (64
+            # its local walks ran 1.3-1.5x faster than on an H100 and the walk of dstate 128 only 6%, so the walk's
+            # lead from 64 chunks on an H100, 0-9% up to 262144 tokens in reports/published/
+            # 0.1.0+20261207T194707Z-dccaa08 and the run before it, may turn into a loss at long lengths). Hint 4: 50.8 us at 4096; 32-wide tiles (64
             # programs) 50.7; the rows unstacked 49.8. The final state's max |error|/peak moved as the walk of dstate
             # 128's does against the peers' (up to 0.00317 against TileGym's and Triton's 0.00245 at 1024 tokens,
             # rel_l2 0.00169 against 0.00165), within the tolerance table's measured worst.
